@@ -1,0 +1,24 @@
+"""Where the packaged lm-eval task YAMLs live, for discovery and for ``--include_path``."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+TASK_DIR = Path(__file__).resolve().parent / "tasks"
+
+
+def extend_include_path(include_path: str | Path | list | tuple | None) -> list:
+    """Return ``include_path`` as a list with our task folder appended once.
+
+    lm-eval lets later folders override earlier ones; ours goes last so that a user's own
+    ``--include_path`` can still shadow nothing of theirs by accident (our names are unique).
+    """
+    if include_path is None:
+        paths: list = []
+    elif isinstance(include_path, (list, tuple)):
+        paths = list(include_path)
+    else:
+        paths = [include_path]
+    if TASK_DIR.is_dir() and all(Path(p).resolve() != TASK_DIR for p in paths):
+        paths.append(TASK_DIR)
+    return paths
