@@ -1,0 +1,163 @@
+"""The lm-eval adapter: ``--model pll-mlm``.
+
+Requests in, ``(logprob, is_greedy)`` out; everything else lives in :mod:`pll_harness.scorer`.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from pathlib import Path
+from typing import Any
+
+import lm_eval.models  # noqa: F401  (registers lm-eval's own models before ours, see get_model)
+from lm_eval.api.model import LM
+from lm_eval.api.registry import register_model
+from tqdm import tqdm
+
+from pll_harness.loading import load_masked_lm
+from pll_harness.masking import DEFAULT_METRIC, check_metric
+from pll_harness.scorer import PLLScorer, SentenceScore
+
+logger = logging.getLogger(__name__)
+
+_TRUE = {"true", "1", "yes"}
+_FALSE = {"false", "0", "no"}
+
+
+def _as_bool(name: str, value: Any) -> bool:
+    if isinstance(value, bool):
+        return value
+    text = str(value).lower()
+    if text in _TRUE | _FALSE:
+        return text in _TRUE
+    raise ValueError(f"{name}={value!r} is not a boolean; use True or False.")
+
+
+def _as_optional_int(name: str, value: Any, allow_auto: bool = False) -> int | None:
+    if value is None or (allow_auto and str(value).startswith("auto")):
+        return None
+    try:
+        number = int(value)
+    except (TypeError, ValueError):
+        valid = "a positive integer" + (" or 'auto'" if allow_auto else "")
+        raise ValueError(f"{name}={value!r} is not valid; use {valid}.") from None
+    if number < 1:
+        raise ValueError(f"{name} must be at least 1, got {number}.")
+    return number
+
+
+@register_model("pll-mlm")
+class PLLMaskedLM(LM):
+    """Pseudo-log-likelihood scoring of a masked LM (Salazar et al. 2020; Kauf & Ivanova 2023).
+
+    Model args: ``pretrained`` (hub name, local folder or a loaded model), ``tokenizer``,
+    ``revision``, ``trust_remote_code``, ``pll_metric`` (original, word_l2r, whole_word,
+    sentence_l2r), ``device``, ``dtype`` (auto, float32, bfloat16, float16),
+    ``batch_size`` (sequences per forward pass, or auto), ``max_batch_tokens``,
+    ``max_length``, ``attn_implementation``, ``parallelize`` and ``token_log`` (a JSONL
+    file that receives every request's per-token scores).
+    """
+
+    def __init__(
+        self,
+        pretrained: Any = "bert-base-cased",
+        tokenizer: Any = None,
+        revision: str | None = None,
+        trust_remote_code: bool | str = False,
+        pll_metric: str = DEFAULT_METRIC,
+        device: str | None = None,
+        dtype: str | None = "auto",
+        batch_size: int | str | None = None,
+        max_batch_size: int | str | None = None,
+        max_batch_tokens: int | str | None = None,
+        max_length: int | str | None = None,
+        attn_implementation: str | None = None,
+        parallelize: bool | str = False,
+        token_log: str | None = None,
+    ) -> None:
+        super().__init__()
+        check_metric(pll_metric)
+        batch = _as_optional_int("batch_size", batch_size, allow_auto=True)
+        cap = _as_optional_int("max_batch_size", max_batch_size)
+        if batch is None and cap is not None:
+            batch = cap
+        if batch == 1:
+            logger.info(
+                "batch_size=1 (lm-eval's default): each forward pass holds one sentence's "
+                "masked copies. Pass --batch_size auto to pack copies of many sentences up "
+                "to max_batch_tokens, which is much faster."
+            )
+        if isinstance(pretrained, str):
+            loaded = load_masked_lm(
+                pretrained,
+                tokenizer=tokenizer,
+                revision=revision,
+                trust_remote_code=_as_bool("trust_remote_code", trust_remote_code),
+                dtype=dtype,
+                attn_implementation=attn_implementation,
+                device=device,
+                device_map="auto" if _as_bool("parallelize", parallelize) else None,
+            )
+            model, tok, device = loaded.model, loaded.tokenizer, loaded.device
+        else:
+            if tokenizer is None or isinstance(tokenizer, str):
+                raise ValueError("Pass the tokenizer object along with a loaded model.")
+            model, tok = pretrained, tokenizer
+        self.scorer = PLLScorer(
+            model,
+            tok,
+            pll_metric=pll_metric,
+            device=device,
+            max_batch_tokens=_as_optional_int("max_batch_tokens", max_batch_tokens),
+            batch_size=batch,
+            max_length=_as_optional_int("max_length", max_length),
+        )
+        self.pretrained = pretrained if isinstance(pretrained, str) else type(model).__name__
+        self.token_log = Path(token_log) if token_log else None
+
+    @property
+    def tokenizer_name(self) -> str:
+        return self.scorer.tokenizer.name_or_path.replace("/", "__")
+
+    def loglikelihood(
+        self, requests: list[Any], disable_tqdm: bool = False
+    ) -> list[tuple[float, bool]]:
+        pairs = [tuple(request.args) for request in requests]
+        scores = self._score(pairs, "Running loglikelihood requests", disable_tqdm)
+        return [(score.logprob, score.is_greedy) for score in scores]
+
+    def loglikelihood_rolling(self, requests: list[Any], disable_tqdm: bool = False) -> list[float]:
+        pairs = [("", request.args[0]) for request in requests]
+        scores = self._score(pairs, "Running loglikelihood_rolling requests", disable_tqdm)
+        return [score.logprob for score in scores]
+
+    def generate_until(self, requests: list[Any], disable_tqdm: bool = False) -> list[str]:
+        tasks = sorted({str(getattr(r, "task_name", None) or "?") for r in requests})
+        raise NotImplementedError(
+            f"pll-mlm scores text with a masked language model and cannot generate text, "
+            f"but task(s) {', '.join(tasks)} ask for generate_until. Use loglikelihood or "
+            "multiple-choice tasks (e.g. blimp_pll), or a generative model (`--model hf`)."
+        )
+
+    def _score(
+        self, pairs: list[tuple[str, str]], description: str, disable_tqdm: bool
+    ) -> list[SentenceScore]:
+        with tqdm(
+            total=len(pairs), desc=description, disable=disable_tqdm or self.rank != 0
+        ) as bar:
+            scores = self.scorer.score_requests(pairs, progress=bar.update)
+        if self.token_log is not None:
+            self._write_token_log(pairs, scores)
+        return scores
+
+    def _write_token_log(self, pairs: list[tuple[str, str]], scores: list[SentenceScore]) -> None:
+        path = self.token_log
+        if self.world_size > 1:
+            path = path.with_name(f"{path.stem}.rank{self.rank}{path.suffix}")
+        path.parent.mkdir(parents=True, exist_ok=True)
+        with path.open("a", encoding="utf-8") as out:
+            for (context, continuation), score in zip(pairs, scores, strict=True):
+                record = {"context": context, "continuation": continuation, **score.as_dict()}
+                record["pll_metric"] = self.scorer.metric
+                out.write(json.dumps(record) + "\n")

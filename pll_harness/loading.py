@@ -1,0 +1,131 @@
+"""Load a masked LM and its tokenizer from a hub name or a local folder, with checks.
+
+Every bad value gets an error that names the valid ones, because a wrong dtype or device
+would otherwise show up much later as a confusing failure or a silently different number.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+
+logger = logging.getLogger(__name__)
+
+DTYPES: dict[str, torch.dtype | str] = {
+    "auto": "auto",
+    "float32": torch.float32,
+    "bfloat16": torch.bfloat16,
+    "float16": torch.float16,
+}
+
+# Models whose position ids start after the padding index, so max_position_embeddings
+# overstates the usable length by pad_token_id + 1.
+_OFFSET_POSITION_MODELS = frozenset(
+    {"roberta", "xlm-roberta", "camembert", "data2vec-text", "xmod", "longformer"}
+)
+
+
+@dataclass(frozen=True)
+class LoadedModel:
+    model: torch.nn.Module
+    tokenizer: Any
+    device: torch.device
+
+
+def parse_dtype(dtype: str | torch.dtype | None) -> torch.dtype | str:
+    """Map a dtype name to what ``from_pretrained`` takes."""
+    if dtype is None:
+        return "auto"
+    if isinstance(dtype, torch.dtype):
+        return dtype
+    if dtype not in DTYPES:
+        raise ValueError(f"Unknown dtype {dtype!r}. Choose one of: {', '.join(DTYPES)}.")
+    return DTYPES[dtype]
+
+
+def resolve_device(device: str | torch.device | None) -> torch.device:
+    """``None`` picks CUDA when present.  lm-eval's CLI asks for ``cuda:0`` by default, so a
+    CUDA request on a machine without CUDA falls back to the CPU with a warning."""
+    if device is None:
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    try:
+        resolved = torch.device(device)
+    except RuntimeError as error:
+        raise ValueError(
+            f"Unknown device {device!r}. Use cpu, cuda, cuda:N (or mps where available)."
+        ) from error
+    if resolved.type == "cuda" and not torch.cuda.is_available():
+        logger.warning("device=%s requested but CUDA is not available; using the CPU.", device)
+        return torch.device("cpu")
+    if resolved.type == "cuda" and resolved.index is not None:
+        if resolved.index >= torch.cuda.device_count():
+            raise ValueError(
+                f"device={device} but only {torch.cuda.device_count()} CUDA device(s) exist."
+            )
+    return resolved
+
+
+def load_masked_lm(
+    pretrained: str,
+    tokenizer: str | None = None,
+    revision: str | None = None,
+    trust_remote_code: bool = False,
+    dtype: str | torch.dtype | None = "auto",
+    attn_implementation: str | None = None,
+    device: str | torch.device | None = None,
+    device_map: str | dict | None = None,
+) -> LoadedModel:
+    """``AutoModelForMaskedLM`` plus a fast ``AutoTokenizer`` (slow only if no fast exists)."""
+    from transformers import AutoModelForMaskedLM, AutoTokenizer
+
+    torch_dtype = parse_dtype(dtype)
+    target = resolve_device(device)
+    model_kwargs: dict[str, Any] = {
+        "revision": revision or "main",
+        "trust_remote_code": trust_remote_code,
+        "dtype": torch_dtype,
+    }
+    if attn_implementation is not None:
+        model_kwargs["attn_implementation"] = attn_implementation
+    if device_map is not None:
+        model_kwargs["device_map"] = device_map
+    try:
+        model = AutoModelForMaskedLM.from_pretrained(pretrained, **model_kwargs)
+    except ValueError as error:
+        if "Unrecognized configuration class" in str(error):
+            raise ValueError(
+                f"{pretrained!r} is not a masked language model (no AutoModelForMaskedLM "
+                "class for its config). pll-mlm scores masked LMs; use lm-eval's `hf` model "
+                "for causal LMs."
+            ) from error
+        raise
+    tok = AutoTokenizer.from_pretrained(
+        tokenizer or pretrained,
+        revision=revision or "main",
+        trust_remote_code=trust_remote_code,
+    )
+    if device_map is None:
+        model = model.to(target)
+    else:
+        target = next(model.parameters()).device
+    return LoadedModel(model.eval(), tok, target)
+
+
+def model_max_length(model: torch.nn.Module, tokenizer: Any) -> int:
+    """The longest input, special tokens included, that both the tokenizer's declared
+    limit and the model's position table allow."""
+    limits = []
+    declared = getattr(tokenizer, "model_max_length", None)
+    if declared and declared < 1_000_000:
+        limits.append(int(declared))
+    config = model.config
+    positions = getattr(config, "max_position_embeddings", None)
+    if positions:
+        offset = 0
+        if getattr(config, "model_type", None) in _OFFSET_POSITION_MODELS:
+            offset = (config.pad_token_id or 0) + 1
+        limits.append(int(positions) - offset)
+    return min(limits) if limits else 512

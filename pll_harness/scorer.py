@@ -1,0 +1,301 @@
+"""Score sentences and lm-eval requests with a masked LM: the public Python API.
+
+``PLLScorer`` ties the pieces together: tokenization (``encoding``), long-input windows
+(``windows``), masking plans (``masking``) and the batched engine (``runner``).  It
+deduplicates identical requests and returns every token's log-probability, so callers
+can look inside a sentence score, not only at its sum.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+
+from pll_harness.encoding import (
+    Encoded,
+    SpecialTokens,
+    encode_request,
+    require_fast_tokenizer,
+    special_tokens,
+)
+from pll_harness.heads import split_masked_lm
+from pll_harness.loading import LoadedModel, load_masked_lm, model_max_length
+from pll_harness.masking import DEFAULT_METRIC, NO_WORD, WORD_LEVEL_METRICS, check_metric
+from pll_harness.runner import Batching, CopyPlan, PLLRunner, build_copy_plan
+from pll_harness.windows import Window, plan_windows
+
+logger = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class SentenceScore:
+    """The PLL of one scored text (or continuation) and its per-token parts.
+
+    ``logprob`` is the natural-log sum over ``tokens``; ``is_greedy`` is True when every
+    scored token was the model's argmax at its own masked position.
+    """
+
+    text: str
+    tokens: tuple[str, ...]
+    token_ids: tuple[int, ...]
+    token_logprobs: tuple[float, ...]
+    token_greedy: tuple[bool, ...]
+
+    @property
+    def logprob(self) -> float:
+        return math.fsum(self.token_logprobs)
+
+    @property
+    def is_greedy(self) -> bool:
+        return all(self.token_greedy)
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "text": self.text,
+            "logprob": self.logprob,
+            "is_greedy": self.is_greedy,
+            "tokens": list(self.tokens),
+            "token_logprobs": list(self.token_logprobs),
+            "token_greedy": list(self.token_greedy),
+        }
+
+
+@dataclass(frozen=True)
+class _Job:
+    """One distinct request: its tokens and the windows it is scored in."""
+
+    text: str
+    encoded: Encoded
+    windows: tuple[Window, ...]
+
+
+class PLLScorer:
+    """Pseudo-log-likelihood scorer for one masked LM and one metric."""
+
+    def __init__(
+        self,
+        model: torch.nn.Module,
+        tokenizer: Any,
+        pll_metric: str = DEFAULT_METRIC,
+        device: str | torch.device | None = None,
+        max_batch_tokens: int | None = None,
+        batch_size: int | None = None,
+        max_length: int | None = None,
+    ) -> None:
+        self.metric = check_metric(pll_metric)
+        require_fast_tokenizer(tokenizer, pll_metric, pll_metric in WORD_LEVEL_METRICS)
+        if tokenizer.mask_token_id is None:
+            raise ValueError(
+                f"The tokenizer of {type(model).__name__} has no mask token, so it cannot be "
+                "scored by pseudo-log-likelihood. pll-mlm needs a masked language model "
+                "(BERT, RoBERTa, DeBERTa, ELECTRA generator, ModernBERT, ...); for causal LMs "
+                "use lm-eval's `hf` model."
+            )
+        self.model = model.eval()
+        self.tokenizer = tokenizer
+        self.device = torch.device(device) if device is not None else _model_device(model)
+        self.specials: SpecialTokens = special_tokens(tokenizer)
+        limit = model_max_length(model, tokenizer)
+        if max_length is not None and max_length > limit:
+            raise ValueError(
+                f"max_length={max_length} exceeds what this model accepts ({limit} tokens, "
+                "special tokens included). Use max_length<=" + str(limit) + "."
+            )
+        self.max_length = max_length or limit
+        if self.max_length <= self.specials.count:
+            raise ValueError(f"max_length={self.max_length} leaves no room for text tokens.")
+        pad_id = tokenizer.pad_token_id
+        self.runner = PLLRunner(
+            split_masked_lm(model),
+            mask_token_id=tokenizer.mask_token_id,
+            pad_token_id=pad_id if pad_id is not None else tokenizer.mask_token_id,
+            device=self.device,
+            batching=Batching(
+                max_batch_tokens or default_batch_tokens(model, self.device), batch_size
+            ),
+            vocab_size=_vocab_size(model),
+        )
+        self._warned_truncation = False
+
+    @classmethod
+    def from_pretrained(
+        cls,
+        pretrained: str,
+        pll_metric: str = DEFAULT_METRIC,
+        device: str | None = None,
+        max_batch_tokens: int | None = None,
+        batch_size: int | None = None,
+        max_length: int | None = None,
+        **load_kwargs: Any,
+    ) -> PLLScorer:
+        """Load a checkpoint (hub name or local folder) and build a scorer for it.
+
+        ``load_kwargs`` go to :func:`pll_harness.loading.load_masked_lm` (tokenizer,
+        revision, trust_remote_code, dtype, attn_implementation).
+        """
+        loaded: LoadedModel = load_masked_lm(pretrained, device=device, **load_kwargs)
+        return cls(
+            loaded.model,
+            loaded.tokenizer,
+            pll_metric=pll_metric,
+            device=loaded.device,
+            max_batch_tokens=max_batch_tokens,
+            batch_size=batch_size,
+            max_length=max_length,
+        )
+
+    @property
+    def capacity(self) -> int:
+        """Text tokens that fit in one forward pass beside the special tokens."""
+        return self.max_length - self.specials.count
+
+    def score(
+        self, texts: Sequence[str], progress: Callable[[int], None] | None = None
+    ) -> list[SentenceScore]:
+        """PLL of whole texts of any length (windows past the model's maximum length)."""
+        return self.score_requests([("", text) for text in texts], progress)
+
+    def score_requests(
+        self,
+        requests: Sequence[tuple[str, str]],
+        progress: Callable[[int], None] | None = None,
+    ) -> list[SentenceScore]:
+        """Score each continuation given its context (visible, never masked).
+
+        ``progress(n)`` is called as requests finish, with how many finished.
+        """
+        keys, jobs = self._distinct_jobs(requests)
+        multiplicity = [0] * len(jobs)
+        for key in keys:
+            multiplicity[key] += 1
+        plans, owners = [], []
+        for job_index, job in enumerate(jobs):
+            for window in job.windows:
+                plans.append(self._plan(job.encoded, window))
+                owners.append(job_index)
+        remaining = [len(job.windows) for job in jobs]
+
+        def plan_done(plan_index: int) -> None:
+            job_index = owners[plan_index]
+            remaining[job_index] -= 1
+            if remaining[job_index] == 0 and progress is not None:
+                progress(multiplicity[job_index])
+
+        for job_index, job in enumerate(jobs):
+            if not job.windows and progress is not None:
+                progress(multiplicity[job_index])
+        results = self.runner.run(plans, plan_done)
+        per_job: list[list[Any]] = [[] for _ in jobs]
+        for owner, result in zip(owners, results, strict=True):
+            per_job[owner].append(result)
+        scores = [self._assemble(job, parts) for job, parts in zip(jobs, per_job, strict=True)]
+        return [scores[key] for key in keys]
+
+    def _distinct_jobs(self, requests: Sequence[tuple[str, str]]) -> tuple[list[int], list[_Job]]:
+        """Map each request to a distinct job; identical requests are scored once."""
+        index: dict[tuple[str, str], int] = {}
+        keys, jobs = [], []
+        for context, continuation in requests:
+            key = (context, continuation)
+            if key not in index:
+                index[key] = len(jobs)
+                encoded = encode_request(self.tokenizer, context, continuation)
+                jobs.append(_Job(continuation, encoded, tuple(self._windows(encoded))))
+            keys.append(index[key])
+        return keys, jobs
+
+    def _windows(self, encoded: Encoded) -> list[Window]:
+        if encoded.n_targets == 0:
+            return []
+        windows = plan_windows(len(encoded.ids), encoded.first_target, self.capacity)
+        if windows[0].start > 0 and len(windows) == 1 and not self._warned_truncation:
+            logger.warning(
+                "An input is longer than the model's maximum length (%d tokens): its context "
+                "was cut from the left so that the whole continuation is scored. Further "
+                "truncations are not reported.",
+                self.max_length,
+            )
+            self._warned_truncation = True
+        return windows
+
+    def _plan(self, encoded: Encoded, window: Window) -> CopyPlan:
+        prefix, suffix = self.specials.prefix, self.specials.suffix
+        body = encoded.ids[window.start : window.end]
+        words = encoded.word_ids[window.start : window.end]
+        input_ids = torch.tensor(prefix + body + suffix, dtype=torch.long)
+        word_ids = torch.tensor(
+            (NO_WORD,) * len(prefix) + words + (NO_WORD,) * len(suffix), dtype=torch.long
+        )
+        offset = len(prefix) - window.start
+        targets = torch.arange(window.target_start, window.target_end) + offset
+        protected = torch.zeros(input_ids.shape[0], dtype=torch.bool)
+        context_end = encoded.first_target + offset
+        protected[len(prefix) : max(context_end, len(prefix))] = True
+        return build_copy_plan(input_ids, word_ids, targets, self.metric, protected)
+
+    def _assemble(self, job: _Job, parts: list[Any]) -> SentenceScore:
+        ids = job.encoded.ids[job.encoded.first_target :]
+        if parts:
+            logprobs = torch.cat([p.logprobs for p in parts]).tolist()
+            greedy = torch.cat([p.greedy for p in parts]).tolist()
+        else:
+            logprobs, greedy = [], []
+        return SentenceScore(
+            text=job.text,
+            tokens=tuple(self.tokenizer.convert_ids_to_tokens(list(ids))),
+            token_ids=ids,
+            token_logprobs=tuple(logprobs),
+            token_greedy=tuple(bool(g) for g in greedy),
+        )
+
+
+def default_batch_tokens(model: torch.nn.Module, device: torch.device) -> int:
+    """A token budget per forward pass that keeps activations well inside memory.
+
+    On CPU, a few thousand tokens already saturate the matrix units; on a GPU the budget
+    grows with free memory, estimated from the model's width and depth.
+    """
+    if device.type != "cuda":
+        return 8192
+    free, _ = torch.cuda.mem_get_info(device)
+    config = model.config
+    hidden = getattr(config, "hidden_size", 768)
+    intermediate = getattr(config, "intermediate_size", 4 * hidden)
+    element = next(model.parameters()).element_size()
+    per_token = (8 * hidden + 2 * intermediate) * element
+    return int(max(2048, min(free * 0.4 / per_token, 1 << 20)))
+
+
+def _vocab_size(model: torch.nn.Module) -> int:
+    output = model.get_output_embeddings()
+    if output is not None and hasattr(output, "weight"):
+        return int(output.weight.shape[0])
+    return int(model.config.vocab_size)
+
+
+def _model_device(model: torch.nn.Module) -> torch.device:
+    return next(model.parameters()).device
+
+
+def score(
+    texts: Sequence[str],
+    model: str | PLLScorer,
+    pll_metric: str = DEFAULT_METRIC,
+    **kwargs: Any,
+) -> list[SentenceScore]:
+    """PLL of each text with per-token log-probabilities.
+
+    ``model`` is a checkpoint (hub name or local folder) or an existing :class:`PLLScorer`;
+    ``kwargs`` go to :meth:`PLLScorer.from_pretrained`.
+    """
+    scorer = (
+        model
+        if isinstance(model, PLLScorer)
+        else PLLScorer.from_pretrained(model, pll_metric=pll_metric, **kwargs)
+    )
+    return scorer.score(texts)
