@@ -60,11 +60,14 @@ def resolve_device(device: str | torch.device | None) -> torch.device:
     if resolved.type == "cuda" and not torch.cuda.is_available():
         logger.warning("device=%s requested but CUDA is not available; using the CPU.", device)
         return torch.device("cpu")
-    if resolved.type == "cuda" and resolved.index is not None:
-        if resolved.index >= torch.cuda.device_count():
-            raise ValueError(
-                f"device={device} but only {torch.cuda.device_count()} CUDA device(s) exist."
-            )
+    if (
+        resolved.type == "cuda"
+        and resolved.index is not None
+        and resolved.index >= torch.cuda.device_count()
+    ):
+        raise ValueError(
+            f"device={device} but only {torch.cuda.device_count()} CUDA device(s) exist."
+        )
     return resolved
 
 
