@@ -33,7 +33,7 @@ def _add_task_folder(module: ModuleType) -> None:
         return
     original_init = task_manager.__init__
 
-    def __init__(self, *args, include_path=None, **kwargs):  # noqa: N807
+    def __init__(self, *args, include_path=None, **kwargs):
         from pll_harness.task_paths import extend_include_path
 
         original_init(self, *args, include_path=extend_include_path(include_path), **kwargs)

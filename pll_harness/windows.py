@@ -12,7 +12,7 @@ from dataclasses import dataclass
 
 @dataclass(frozen=True)
 class Window:
-    """Tokens ``[start, end)`` go to the model; targets ``[target_start, target_end)`` are scored."""
+    """Tokens ``[start, end)`` go to the model; ``[target_start, target_end)`` are scored."""
 
     start: int
     end: int
