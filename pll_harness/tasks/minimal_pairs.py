@@ -1,0 +1,232 @@
+"""Load sentence pairs from local files and score them as lm-eval tasks.
+
+Every minimal-pair task in this folder (BLiMP, EventsAdapt, a user's own CSV) goes through
+the same three steps, named from the YAML templates in ``templates/``:
+
+1. ``custom_dataset`` loads a local CSV / JSONL / Parquet file with ``datasets``' packaged
+   builders (never the Hub) and renames the two chosen columns to fixed names, so that one
+   template serves any file layout;
+2. ``doc_to_choice`` hands lm-eval the two sentences exactly as written (the templates set an
+   empty context and an empty target delimiter, so no prompt and no leading space);
+3. ``process_results`` compares the two log-likelihoods itself.  lm-eval's own ``acc`` takes
+   ``argmax``, which counts a tie as a win for the first choice; the papers count it as a loss.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import datasets
+
+SPLIT = "test"
+"""The one split our loaders build; the templates set ``test_split`` to it."""
+
+GOOD, BAD = "sentence_good", "sentence_bad"
+FIRST, SECOND = "sentence_first", "sentence_second"
+
+_COMPRESSION_SUFFIXES = (".gz", ".bz2", ".xz", ".zst", ".lz4")
+_FORMAT_BY_SUFFIX = {
+    ".csv": "csv",
+    ".tsv": "tsv",
+    ".json": "json",
+    ".jsonl": "json",
+    ".parquet": "parquet",
+}
+
+
+class _DropCustomDatasetAdvice(logging.Filter):
+    """Hide lm-eval's "Custom kwargs can be passed to `--metadata`" line.
+
+    lm-eval logs it, twice-lined, for every task whose data comes from ``custom_dataset``:
+    67 times for BLiMP.  It advertises options our loaders do not take, so it is pure noise.
+    """
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return "Custom kwargs can be passed to `--metadata`" not in record.getMessage()
+
+
+def _quiet_lm_eval_task_logger() -> None:
+    logger = logging.getLogger("lm_eval.api.task")
+    if not any(isinstance(f, _DropCustomDatasetAdvice) for f in logger.filters):
+        logger.addFilter(_DropCustomDatasetAdvice())
+
+
+_quiet_lm_eval_task_logger()
+
+
+# --------------------------------------------------------------------------- loading
+
+
+def load_minimal_pairs(
+    data_files: str | Sequence[str],
+    good: str = GOOD,
+    bad: str = BAD,
+    **options: Any,
+) -> datasets.DatasetDict:
+    """``custom_dataset`` for acceptable/unacceptable pairs: columns become ``sentence_good/bad``.
+
+    ``options`` are those of :func:`load_pairs`; lm-eval also passes the task's metadata here.
+    """
+    return load_pairs(data_files, {good: GOOD, bad: BAD}, **options)
+
+
+def load_pair_preferences(
+    data_files: str | Sequence[str],
+    first: str = FIRST,
+    second: str = SECOND,
+    **options: Any,
+) -> datasets.DatasetDict:
+    """``custom_dataset`` for pairs with no right answer (e.g. stereotype vs anti-stereotype)."""
+    return load_pairs(data_files, {first: FIRST, second: SECOND}, **options)
+
+
+def load_pairs(
+    data_files: str | Sequence[str],
+    columns: Mapping[str, str],
+    *,
+    where: Mapping[str, Any] | None = None,
+    data_format: str | None = None,
+    config_source: str | None = None,
+    **_metadata: Any,
+) -> datasets.DatasetDict:
+    """Read local pair files into a one-split ``DatasetDict`` with the pair columns renamed.
+
+    Args:
+        data_files: one path or several (same format).  Relative paths are taken from the
+            folder of the task's YAML, which lm-eval passes as ``config_source`` metadata, so
+            a task folder can ship its data beside it; failing that, from the working folder.
+        columns: ``{column in the file: name the template expects}`` for the two sentences.
+        where: keep only rows whose columns equal these values (a list means any of them);
+            this is how one file feeds several sub-tasks, e.g. EventsAdapt by trial type.
+        data_format: ``csv``, ``tsv``, ``json`` or ``parquet``; by default from the suffix.
+        config_source: set by lm-eval; see ``data_files``.
+        _metadata: the rest of lm-eval's task metadata (version, ``--metadata``), unused.
+    """
+    paths = _resolve_paths(data_files, config_source)
+    builder, builder_kwargs = _builder_for(paths[0], data_format)
+    loaded = datasets.load_dataset(
+        builder, data_files={SPLIT: [str(p) for p in paths]}, **builder_kwargs
+    )
+    dataset = loaded[SPLIT]
+    if where:
+        dataset = _filter_rows(dataset, where)
+    dataset = _rename_pair_columns(dataset, columns)
+    _check_sentences(dataset, list(columns.values()), paths)
+    return datasets.DatasetDict({SPLIT: dataset})
+
+
+def _resolve_paths(data_files: str | Sequence[str], config_source: str | None) -> list[Path]:
+    """Absolute paths, relative ones tried beside the task YAML first, then in the cwd."""
+    names = [data_files] if isinstance(data_files, (str, Path)) else list(data_files)
+    if not names:
+        raise ValueError("data_files is empty: name at least one file of sentence pairs")
+    bases: list[Path] = []
+    if config_source and config_source != "inline":
+        bases.append(Path(config_source).expanduser().resolve().parent)
+    bases.append(Path.cwd())
+    resolved = []
+    for name in names:
+        path = Path(name).expanduser()
+        candidates = [path] if path.is_absolute() else [base / path for base in bases]
+        found = next((c for c in candidates if c.is_file()), None)
+        if found is None:
+            tried = ", ".join(str(c) for c in candidates)
+            raise FileNotFoundError(f"pair file {name!r} not found (tried: {tried})")
+        resolved.append(found.resolve())
+    return resolved
+
+
+def _builder_for(path: Path, data_format: str | None) -> tuple[str, dict[str, Any]]:
+    """Pick the ``datasets`` builder; CSV cells stay verbatim ("NA" is a word, not a gap)."""
+    fmt = data_format
+    if fmt is None:
+        suffixes = [s.lower() for s in path.suffixes]
+        while suffixes and suffixes[-1] in _COMPRESSION_SUFFIXES:
+            suffixes.pop()
+        fmt = _FORMAT_BY_SUFFIX.get(suffixes[-1] if suffixes else "")
+        if fmt is None:
+            raise ValueError(
+                f"cannot tell the format of {path.name}; set dataset_kwargs.data_format "
+                f"to one of {sorted(set(_FORMAT_BY_SUFFIX.values()))}"
+            )
+    if fmt == "csv":
+        return "csv", {"keep_default_na": False}
+    if fmt == "tsv":
+        return "csv", {"keep_default_na": False, "sep": "\t"}
+    if fmt in ("json", "parquet"):
+        return fmt, {}
+    raise ValueError(f"unknown data_format {fmt!r}; use csv, tsv, json or parquet")
+
+
+def _filter_rows(dataset: datasets.Dataset, where: Mapping[str, Any]) -> datasets.Dataset:
+    """Select rows by column values, keeping file order (``select`` needs no hashing)."""
+    missing = [c for c in where if c not in dataset.column_names]
+    if missing:
+        raise KeyError(f"where: no column {missing} (columns: {dataset.column_names})")
+    wanted = {c: set(v) if isinstance(v, (list, tuple)) else {v} for c, v in where.items()}
+    columns = dataset.select_columns(list(wanted))[:]  # one batch read, not a row loop
+    keep = [
+        i
+        for i in range(len(dataset))
+        if all(columns[c][i] in values for c, values in wanted.items())
+    ]
+    if not keep:
+        raise ValueError(f"where={dict(where)} keeps no rows")
+    return dataset.select(keep)
+
+
+def _rename_pair_columns(dataset: datasets.Dataset, columns: Mapping[str, str]) -> datasets.Dataset:
+    present = dataset.column_names
+    missing = [c for c in columns if c not in present]
+    if missing:
+        raise KeyError(f"no column {missing} in the pair file (columns: {present})")
+    renames = {src: dst for src, dst in columns.items() if src != dst}
+    clashes = [dst for dst in renames.values() if dst in present]
+    if clashes:
+        raise ValueError(f"the file already has columns {clashes}; name them as the pair columns")
+    return dataset.rename_columns(renames) if renames else dataset
+
+
+def _check_sentences(dataset: datasets.Dataset, names: list[str], paths: list[Path]) -> None:
+    """Fail at load time, with the row number, rather than deep inside a model."""
+    batch = dataset.select_columns(names)[:]  # one batch read, not a row loop
+    for name in names:
+        for row, sentence in enumerate(batch[name]):
+            if not isinstance(sentence, str) or not sentence.strip():
+                where = ", ".join(p.name for p in paths)
+                raise ValueError(f"{where}: row {row} has no sentence in {name!r}: {sentence!r}")
+
+
+# --------------------------------------------------------------------------- scoring
+
+
+def minimal_pair_choices(doc: Mapping[str, Any]) -> list[str]:
+    """Both sentences verbatim; a function, not Jinja, so quotes need no escaping."""
+    return [doc[GOOD], doc[BAD]]
+
+
+def preference_pair_choices(doc: Mapping[str, Any]) -> list[str]:
+    return [doc[FIRST], doc[SECOND]]
+
+
+def pair_scores(results: Sequence[Any]) -> tuple[float, float]:
+    """The two log-likelihoods from lm-eval's per-choice ``(loglikelihood, is_greedy)``."""
+    if len(results) != 2:
+        raise ValueError(f"expected scores for 2 sentences, got {len(results)}")
+    first, second = (r[0] if isinstance(r, (tuple, list)) else r for r in results)
+    return float(first), float(second)
+
+
+def process_minimal_pair(doc: Mapping[str, Any], results: Sequence[Any]) -> dict[str, float]:
+    """``acc`` is 1 only if good scores strictly higher (a tie is wrong); plus good - bad."""
+    good, bad = pair_scores(results)
+    return {"acc": float(good > bad), "score_diff": good - bad}
+
+
+def process_pair_preference(doc: Mapping[str, Any], results: Sequence[Any]) -> dict[str, float]:
+    """``first_preferred`` is 1 only if the first sentence scores strictly higher."""
+    first, second = pair_scores(results)
+    return {"first_preferred": float(first > second), "score_diff": first - second}

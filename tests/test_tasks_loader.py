@@ -1,0 +1,142 @@
+"""Unit tests of the pair loader and scorer behind every minimal-pair task (no lm-eval run)."""
+
+from __future__ import annotations
+
+import gzip
+import json
+import math
+from pathlib import Path
+
+import pytest
+
+from pll_harness.tasks import minimal_pairs as mp
+
+
+def _write_csv(path: Path, text: str) -> Path:
+    path.write_text(text, encoding="utf-8")
+    return path
+
+
+def test_csv_columns_are_renamed_and_kept_verbatim(tmp_path: Path) -> None:
+    csv = _write_csv(
+        tmp_path / "pairs.csv",
+        'ok,not_ok,note\n"He said ""NA"", twice.",He say NA twice.,NA\nNA, NA ,x\n',
+    )
+    test = mp.load_minimal_pairs(str(csv), good="ok", bad="not_ok")[mp.SPLIT]
+    assert test.column_names == ["sentence_good", "sentence_bad", "note"]
+    # "NA" is a word here, not a missing value; surrounding spaces are the user's business.
+    assert test[0] == {
+        "sentence_good": 'He said "NA", twice.',
+        "sentence_bad": "He say NA twice.",
+        "note": "NA",
+    }
+    assert test[1]["sentence_good"] == "NA"
+    assert test[1]["sentence_bad"] == " NA "
+
+
+def test_tsv_and_gzipped_jsonl(tmp_path: Path) -> None:
+    tsv = _write_csv(tmp_path / "pairs.tsv", "a\tb\nOne, two.\tTwo, one.\n")
+    assert mp.load_minimal_pairs(str(tsv), good="a", bad="b")[mp.SPLIT][0]["sentence_good"] == (
+        "One, two."
+    )
+    jsonl = tmp_path / "pairs.jsonl.gz"
+    with gzip.open(jsonl, "wt", encoding="utf-8") as fh:
+        fh.write(json.dumps({"sentence_good": "Á b.", "sentence_bad": "B á."}) + "\n")
+    assert mp.load_minimal_pairs(str(jsonl))[mp.SPLIT][0]["sentence_bad"] == "B á."
+
+
+def test_relative_paths_resolve_beside_the_yaml_then_cwd(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    tasks = tmp_path / "tasks"
+    tasks.mkdir()
+    _write_csv(tasks / "p.csv", "g,b\nYes.,No.\n")
+    elsewhere = tmp_path / "cwd"
+    elsewhere.mkdir()
+    monkeypatch.chdir(elsewhere)
+    yaml = str(tasks / "my_task.yaml")
+    loaded = mp.load_minimal_pairs("p.csv", good="g", bad="b", config_source=yaml, version=1.0)
+    assert loaded[mp.SPLIT]["sentence_good"] == ["Yes."]
+    _write_csv(elsewhere / "q.csv", "g,b\nHere.,There.\n")
+    assert mp.load_minimal_pairs("q.csv", good="g", bad="b", config_source=yaml)[mp.SPLIT][0] == {
+        "sentence_good": "Here.",
+        "sentence_bad": "There.",
+    }
+    with pytest.raises(FileNotFoundError, match=r"missing\.csv"):
+        mp.load_minimal_pairs("missing.csv", config_source=yaml)
+
+
+def test_where_filters_rows_in_file_order(tmp_path: Path) -> None:
+    csv = _write_csv(tmp_path / "p.csv", "g,b,kind\nA1.,B1.,x\nA2.,B2.,y\nA3.,B3.,x\nA4.,B4.,z\n")
+    only_x = mp.load_minimal_pairs(str(csv), good="g", bad="b", where={"kind": "x"})[mp.SPLIT]
+    assert only_x["sentence_good"] == ["A1.", "A3."]
+    x_or_z = mp.load_minimal_pairs(str(csv), good="g", bad="b", where={"kind": ["x", "z"]})
+    assert x_or_z[mp.SPLIT]["sentence_good"] == ["A1.", "A3.", "A4."]
+    with pytest.raises(ValueError, match="keeps no rows"):
+        mp.load_minimal_pairs(str(csv), good="g", bad="b", where={"kind": "w"})
+    with pytest.raises(KeyError, match="nope"):
+        mp.load_minimal_pairs(str(csv), good="g", bad="b", where={"nope": 1})
+
+
+@pytest.mark.parametrize(
+    ("text", "kwargs", "error", "match"),
+    [
+        ("g,b\nA.,B.\n", {"good": "g", "bad": "bad"}, KeyError, "bad"),
+        ("g,b\nA.,\n", {"good": "g", "bad": "b"}, ValueError, "row 0"),
+        ("g,b\nA.,   \n", {"good": "g", "bad": "b"}, ValueError, "row 0"),
+        ("g,sentence_bad,b\nA.,x,B.\n", {"good": "g", "bad": "b"}, ValueError, "already has"),
+    ],
+)
+def test_bad_files_fail_at_load_time(
+    tmp_path: Path, text: str, kwargs: dict, error: type[Exception], match: str
+) -> None:
+    csv = _write_csv(tmp_path / "p.csv", text)
+    with pytest.raises(error, match=match):
+        mp.load_minimal_pairs(str(csv), **kwargs)
+
+
+def test_unknown_format_asks_for_data_format(tmp_path: Path) -> None:
+    odd = _write_csv(tmp_path / "pairs.txt", "g,b\nA.,B.\n")
+    with pytest.raises(ValueError, match="data_format"):
+        mp.load_minimal_pairs(str(odd), good="g", bad="b")
+    loaded = mp.load_minimal_pairs(str(odd), good="g", bad="b", data_format="csv")
+    assert loaded[mp.SPLIT][0]["sentence_bad"] == "B."
+
+
+def test_preference_pairs_use_their_own_column_names(tmp_path: Path) -> None:
+    csv = _write_csv(tmp_path / "s.csv", "stereo,anti\nShe is a nurse.,He is a nurse.\n")
+    doc = mp.load_pair_preferences(str(csv), first="stereo", second="anti")[mp.SPLIT][0]
+    assert mp.preference_pair_choices(doc) == ["She is a nurse.", "He is a nurse."]
+
+
+def test_minimal_pair_choices_are_verbatim() -> None:
+    doc = {"sentence_good": "It's {{ fine }}.", "sentence_bad": " 'Tis not."}
+    assert mp.minimal_pair_choices(doc) == ["It's {{ fine }}.", " 'Tis not."]
+
+
+@pytest.mark.parametrize(
+    ("good", "bad", "acc"),
+    [(-1.0, -2.0, 1.0), (-2.0, -1.0, 0.0), (-1.5, -1.5, 0.0), (0.0, -0.0, 0.0)],
+)
+def test_strict_accuracy_counts_ties_as_wrong(good: float, bad: float, acc: float) -> None:
+    out = mp.process_minimal_pair({}, [(good, False), (bad, True)])
+    assert out == {"acc": acc, "score_diff": good - bad}
+
+
+def test_nan_scores_are_wrong_not_right() -> None:
+    out = mp.process_minimal_pair({}, [(math.nan, False), (-1.0, False)])
+    assert out["acc"] == 0.0
+    assert math.isnan(out["score_diff"])
+
+
+def test_preference_counts_strictly_first() -> None:
+    assert mp.process_pair_preference({}, [(-1.0, False), (-3.0, False)]) == {
+        "first_preferred": 1.0,
+        "score_diff": 2.0,
+    }
+    assert mp.process_pair_preference({}, [(-1.0, False), (-1.0, False)])["first_preferred"] == 0
+
+
+def test_pair_scores_wants_exactly_two() -> None:
+    with pytest.raises(ValueError, match="2 sentences"):
+        mp.pair_scores([(-1.0, False)])
