@@ -85,6 +85,8 @@ def test_where_filters_rows_in_file_order(tmp_path: Path) -> None:
         ("g,b\nA.,\n", {"good": "g", "bad": "b"}, ValueError, "row 0"),
         ("g,b\nA.,   \n", {"good": "g", "bad": "b"}, ValueError, "row 0"),
         ("g,sentence_bad,b\nA.,x,B.\n", {"good": "g", "bad": "b"}, ValueError, "already has"),
+        ("g,b\nA.,B.\n", {"good": "g", "bad": "g"}, ValueError, "two different"),
+        ("g,b\n", {"good": "g", "bad": "b"}, ValueError, "no (data|sentence pairs)"),
     ],
 )
 def test_bad_files_fail_at_load_time(

@@ -105,6 +105,8 @@ def load_pairs(
         config_source: set by lm-eval; see ``data_files``.
         _metadata: the rest of lm-eval's task metadata (version, ``--metadata``), unused.
     """
+    if len(columns) != 2:
+        raise ValueError(f"name two different sentence columns, got {list(columns)}")
     paths = _resolve_paths(data_files, config_source)
     builder, builder_kwargs = _builder_for(paths[0], data_format)
     loaded = datasets.load_dataset(
@@ -192,6 +194,8 @@ def _rename_pair_columns(dataset: datasets.Dataset, columns: Mapping[str, str]) 
 
 def _check_sentences(dataset: datasets.Dataset, names: list[str], paths: list[Path]) -> None:
     """Fail at load time, with the row number, rather than deep inside a model."""
+    if len(dataset) == 0:
+        raise ValueError(f"{', '.join(p.name for p in paths)}: no sentence pairs")
     batch = dataset.select_columns(names)[:]  # one batch read, not a row loop
     for name in names:
         for row, sentence in enumerate(batch[name]):
