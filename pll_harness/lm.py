@@ -15,6 +15,7 @@ from lm_eval.api.model import LM
 from lm_eval.api.registry import register_model
 from tqdm import tqdm
 
+from pll_harness.distributed import ProcessGroup, balance_by_cost, launched_with_several_processes
 from pll_harness.loading import load_masked_lm
 from pll_harness.masking import DEFAULT_METRIC, check_metric
 from pll_harness.scorer import PLLScorer, SentenceScore
@@ -88,6 +89,16 @@ class PLLMaskedLM(LM):
                 "masked copies. Pass --batch_size auto to pack copies of many sentences up "
                 "to max_batch_tokens, which is much faster."
             )
+        parallelize = _as_bool("parallelize", parallelize)
+        self._group = None
+        if launched_with_several_processes() and not parallelize:
+            self._group = ProcessGroup()
+            self._rank, self._world_size = self._group.rank, self._group.world_size
+            if device is not None and str(device) != str(self._group.device):
+                logger.info(
+                    "Process %d uses %s (one device per process).", self.rank, self._group.device
+                )
+            device = str(self._group.device)
         if isinstance(pretrained, str):
             loaded = load_masked_lm(
                 pretrained,
@@ -97,7 +108,7 @@ class PLLMaskedLM(LM):
                 dtype=dtype,
                 attn_implementation=attn_implementation,
                 device=device,
-                device_map="auto" if _as_bool("parallelize", parallelize) else None,
+                device_map="auto" if parallelize else None,
             )
             model, tok, device = loaded.model, loaded.tokenizer, loaded.device
         else:
@@ -113,8 +124,19 @@ class PLLMaskedLM(LM):
             batch_size=batch,
             max_length=_as_optional_int("max_length", max_length),
         )
+        self._device = self.scorer.device
         self.pretrained = pretrained if isinstance(pretrained, str) else type(model).__name__
         self.token_log = Path(token_log) if token_log else None
+
+    def all_gather(self, tensor: Any) -> Any:
+        return tensor if self._group is None else self._group.all_gather(tensor)
+
+    def gather_object(self, obj: Any, dst: int = 0) -> list[Any] | None:
+        return [obj] if self._group is None else self._group.gather_object(obj, dst)
+
+    def barrier(self) -> None:
+        if self._group is not None:
+            self._group.barrier()
 
     @property
     def tokenizer_name(self) -> str:
@@ -143,13 +165,36 @@ class PLLMaskedLM(LM):
     def _score(
         self, pairs: list[tuple[str, str]], description: str, disable_tqdm: bool
     ) -> list[SentenceScore]:
-        with tqdm(
-            total=len(pairs), desc=description, disable=disable_tqdm or self.rank != 0
-        ) as bar:
-            scores = self.scorer.score_requests(pairs, progress=bar.update)
+        if self._group is None:
+            with tqdm(total=len(pairs), desc=description, disable=disable_tqdm) as bar:
+                scores = self.scorer.score_requests(pairs, progress=bar.update)
+        else:
+            scores = self._score_shared(pairs, description, disable_tqdm)
         if self.token_log is not None:
             self._write_token_log(pairs, scores)
         return scores
+
+    def _score_shared(
+        self, pairs: list[tuple[str, str]], description: str, disable_tqdm: bool
+    ) -> list[SentenceScore]:
+        """Pool every process's requests, score this process's cost-balanced share, pool
+        the scores, and answer this process's own requests (see pll_harness.distributed)."""
+        assert self._group is not None
+        everyone = self._group.all_gather_object(pairs)
+        keys, jobs = self.scorer.distinct_jobs([pair for part in everyone for pair in part])
+        owners = balance_by_cost([job.cost for job in jobs], self.world_size)
+        mine = [index for index, owner in enumerate(owners) if owner == self.rank]
+        with tqdm(
+            total=len(mine),
+            desc=f"{description} (rank 0's share)",
+            disable=disable_tqdm or self.rank != 0,
+        ) as bar:
+            scores = self.scorer.score_jobs([jobs[i] for i in mine], progress=bar.update)
+        pooled: dict[int, SentenceScore] = {}
+        for part in self._group.all_gather_object(dict(zip(mine, scores, strict=True))):
+            pooled.update(part)
+        offset = sum(len(part) for part in everyone[: self.rank])
+        return [pooled[keys[offset + i]] for i in range(len(pairs))]
 
     def _write_token_log(self, pairs: list[tuple[str, str]], scores: list[SentenceScore]) -> None:
         path = self.token_log

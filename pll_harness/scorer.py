@@ -26,7 +26,7 @@ from pll_harness.encoding import (
 from pll_harness.heads import split_masked_lm
 from pll_harness.loading import LoadedModel, load_masked_lm, model_max_length
 from pll_harness.masking import DEFAULT_METRIC, NO_WORD, WORD_LEVEL_METRICS, check_metric
-from pll_harness.runner import Batching, CopyPlan, PLLRunner, build_copy_plan
+from pll_harness.runner import Batching, CopyPlan, PLLRunner, TargetScores, build_copy_plan
 from pll_harness.windows import Window, plan_windows
 
 logger = logging.getLogger(__name__)
@@ -66,12 +66,17 @@ class SentenceScore:
 
 
 @dataclass(frozen=True)
-class _Job:
+class Job:
     """One distinct request: its tokens and the windows it is scored in."""
 
     text: str
     encoded: Encoded
     windows: tuple[Window, ...]
+
+    @property
+    def cost(self) -> int:
+        """Forward-pass work, roughly: each scored token costs a pass over its window."""
+        return sum((w.target_end - w.target_start) * (w.end - w.start) for w in self.windows)
 
 
 class PLLScorer:
@@ -169,10 +174,35 @@ class PLLScorer:
 
         ``progress(n)`` is called as requests finish, with how many finished.
         """
-        keys, jobs = self._distinct_jobs(requests)
+        keys, jobs = self.distinct_jobs(requests)
         multiplicity = [0] * len(jobs)
         for key in keys:
             multiplicity[key] += 1
+        scores = self.score_jobs(jobs, progress, multiplicity)
+        return [scores[key] for key in keys]
+
+    def distinct_jobs(self, requests: Sequence[tuple[str, str]]) -> tuple[list[int], list[Job]]:
+        """Map each request to a distinct job (``keys[i]`` is request i's job); identical
+        requests are tokenized and scored once."""
+        index: dict[tuple[str, str], int] = {}
+        keys, jobs = [], []
+        for context, continuation in requests:
+            key = (context, continuation)
+            if key not in index:
+                index[key] = len(jobs)
+                encoded = encode_request(self.tokenizer, context, continuation)
+                jobs.append(Job(continuation, encoded, tuple(self._windows(encoded))))
+            keys.append(index[key])
+        return keys, jobs
+
+    def score_jobs(
+        self,
+        jobs: Sequence[Job],
+        progress: Callable[[int], None] | None = None,
+        weights: Sequence[int] | None = None,
+    ) -> list[SentenceScore]:
+        """Score jobs in one engine run; ``progress(weights[j])`` fires when job j is done."""
+        weights = weights if weights is not None else [1] * len(jobs)
         plans, owners = [], []
         for job_index, job in enumerate(jobs):
             for window in job.windows:
@@ -184,30 +214,15 @@ class PLLScorer:
             job_index = owners[plan_index]
             remaining[job_index] -= 1
             if remaining[job_index] == 0 and progress is not None:
-                progress(multiplicity[job_index])
+                progress(weights[job_index])
 
-        for job_index, job in enumerate(jobs):
-            if not job.windows and progress is not None:
-                progress(multiplicity[job_index])
+        if progress is not None:
+            progress(sum(w for job, w in zip(jobs, weights, strict=True) if not job.windows))
         results = self.runner.run(plans, plan_done)
-        per_job: list[list[Any]] = [[] for _ in jobs]
+        per_job: list[list[TargetScores]] = [[] for _ in jobs]
         for owner, result in zip(owners, results, strict=True):
             per_job[owner].append(result)
-        scores = [self._assemble(job, parts) for job, parts in zip(jobs, per_job, strict=True)]
-        return [scores[key] for key in keys]
-
-    def _distinct_jobs(self, requests: Sequence[tuple[str, str]]) -> tuple[list[int], list[_Job]]:
-        """Map each request to a distinct job; identical requests are scored once."""
-        index: dict[tuple[str, str], int] = {}
-        keys, jobs = [], []
-        for context, continuation in requests:
-            key = (context, continuation)
-            if key not in index:
-                index[key] = len(jobs)
-                encoded = encode_request(self.tokenizer, context, continuation)
-                jobs.append(_Job(continuation, encoded, tuple(self._windows(encoded))))
-            keys.append(index[key])
-        return keys, jobs
+        return [self._assemble(job, parts) for job, parts in zip(jobs, per_job, strict=True)]
 
     def _windows(self, encoded: Encoded) -> list[Window]:
         if encoded.n_targets == 0:
@@ -238,7 +253,7 @@ class PLLScorer:
         protected[len(prefix) : max(context_end, len(prefix))] = True
         return build_copy_plan(input_ids, word_ids, targets, self.metric, protected)
 
-    def _assemble(self, job: _Job, parts: list[Any]) -> SentenceScore:
+    def _assemble(self, job: Job, parts: list[TargetScores]) -> SentenceScore:
         ids = job.encoded.ids[job.encoded.first_target :]
         if parts:
             logprobs = torch.cat([p.logprobs for p in parts]).tolist()

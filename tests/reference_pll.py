@@ -1,0 +1,65 @@
+"""A slow, obviously-correct PLL: one masked copy per forward pass, float64 throughout.
+
+It shares no code with the engine: it encodes with the tokenizer's own special tokens,
+decides the masked set of each target with a plain loop over the definitions, and reads
+the target's log-probability from the full logits.
+"""
+
+from __future__ import annotations
+
+import copy
+
+import torch
+
+
+def target_positions(tokenizer, context: str, continuation: str) -> tuple[list[int], list]:
+    """Return the encoding's input ids, word ids and the indices of continuation tokens."""
+    full = context + continuation
+    text = full.strip()
+    boundary = max(len(context) - (len(full) - len(full.lstrip())), 0)
+    enc = tokenizer(text, add_special_tokens=True, return_offsets_mapping=True)
+    words = enc.word_ids()
+    targets = [
+        i
+        for i, (start, end) in enumerate(enc["offset_mapping"])
+        if words[i] is not None and (end > boundary or start >= boundary)
+    ]
+    return enc["input_ids"], words, targets
+
+
+def masked_set(words: list, targets: list[int], target: int, metric: str) -> set[int]:
+    """Positions hidden when scoring ``target``: the metric's definition, context excluded."""
+    context = {i for i, w in enumerate(words) if w is not None and i not in targets}
+    hidden = set()
+    for j, word in enumerate(words):
+        if j in context:
+            continue
+        same_word = word is not None and word == words[target]
+        if (
+            j == target
+            or (metric == "word_l2r" and same_word and j > target)
+            or (metric == "whole_word" and same_word)
+            or (metric == "sentence_l2r" and j > target)
+        ):
+            hidden.add(j)
+    return hidden
+
+
+def float64_model(model: torch.nn.Module) -> torch.nn.Module:
+    return copy.deepcopy(model).double().eval()
+
+
+@torch.no_grad()
+def naive_pll(
+    model64: torch.nn.Module, tokenizer, context: str, continuation: str, metric: str
+) -> list[float]:
+    """Per-target log-probabilities of the continuation, one forward pass per target."""
+    ids, words, targets = target_positions(tokenizer, context, continuation)
+    scores = []
+    for target in targets:
+        masked = list(ids)
+        for j in masked_set(words, targets, target, metric):
+            masked[j] = tokenizer.mask_token_id
+        logits = model64(input_ids=torch.tensor([masked])).logits[0, target]
+        scores.append(float(torch.log_softmax(logits.double(), -1)[ids[target]]))
+    return scores

@@ -1,0 +1,133 @@
+"""Data parallelism: cost balancing, and 2 CPU processes (gloo) matching 1 process."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from pll_harness.distributed import balance_by_cost
+
+BIN = Path(sys.executable).parent
+
+
+def test_balance_by_cost_evens_out_the_parts():
+    costs = [100, 1, 1, 1, 50, 50, 1, 1]
+    owner = balance_by_cost(costs, 2)
+    loads = [sum(c for c, o in zip(costs, owner, strict=True) if o == p) for p in range(2)]
+    assert sorted(loads) == [102, 103]
+
+
+def test_balance_by_cost_is_deterministic_and_complete():
+    costs = [5, 3, 3, 3, 2, 2, 7, 0]
+    assert balance_by_cost(costs, 3) == balance_by_cost(list(costs), 3)
+    assert set(balance_by_cost(costs, 3)) == {0, 1, 2}
+    assert balance_by_cost(costs, 1) == [0] * len(costs)
+    assert balance_by_cost([], 4) == []
+    with pytest.raises(ValueError):
+        balance_by_cost(costs, 0)
+
+
+SENTENCES = [
+    ("The traveler lost the souvenir.", "The souvenir lost the traveler."),
+    ("The hooligan wrecked the souvenir.", "The souvenir wrecked the hooligan."),
+    ("A cat sat on the mat.", "A mat sat on the cat."),
+    ("Who should Derek hug after shocking Richard?", "Who should Derek hug Richard after?"),
+    ("These dogs were barking.", "These dogs was barking."),
+    (
+        "The teachers who the student admires have praised the old orchestra yesterday.",
+        "The teachers who the student admires has praised the old orchestra yesterday.",
+    ),
+    ("Hi there.", "There hi."),
+]
+
+
+def write_task(folder: Path) -> None:
+    data = folder / "pairs.jsonl"
+    data.write_text("".join(json.dumps({"good": g, "bad": b}) + "\n" for g, b in SENTENCES))
+    (folder / "dp_pairs.yaml").write_text(
+        f"""task: pll_dp_pairs
+dataset_path: json
+dataset_kwargs:
+  data_files:
+    test: {data}
+test_split: test
+output_type: multiple_choice
+doc_to_text: ""
+doc_to_choice: "{{{{[good, bad]}}}}"
+doc_to_target: 0
+metric_list:
+  - metric: acc
+"""
+    )
+
+
+def run_eval(launcher: list[str], folder: Path, model_dir: str, out: Path) -> dict:
+    env = {
+        **os.environ,
+        "HF_HUB_OFFLINE": "1",
+        "HF_DATASETS_OFFLINE": "1",
+        "TOKENIZERS_PARALLELISM": "false",
+        "OMP_NUM_THREADS": "1",
+    }
+    args = [
+        *launcher,
+        "--model",
+        "pll-mlm",
+        "--model_args",
+        f"pretrained={model_dir},pll_metric=word_l2r",
+        "--tasks",
+        "pll_dp_pairs",
+        "--include_path",
+        str(folder),
+        "--device",
+        "cpu",
+        "--batch_size",
+        "auto",
+        "--output_path",
+        str(out),
+        "--log_samples",
+    ]
+    result = subprocess.run(args, cwd=folder, env=env, capture_output=True, text=True, timeout=900)
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-6000:]
+    (results_file,) = out.rglob("results_*.json")
+    (samples_file,) = out.rglob("samples_pll_dp_pairs_*.jsonl")
+    samples = [json.loads(line) for line in samples_file.read_text().splitlines()]
+    return {
+        "acc": json.loads(results_file.read_text())["results"]["pll_dp_pairs"]["acc,none"],
+        "scores": {s["doc_id"]: [r[0][0] for r in s["resps"]] for s in samples},
+    }
+
+
+@pytest.mark.slow
+def test_two_cpu_processes_match_one(tmp_path, tiny_bert_dir):
+    write_task(tmp_path)
+    single = run_eval([str(BIN / "lm_eval")], tmp_path, tiny_bert_dir, tmp_path / "one")
+    double = run_eval(
+        [
+            str(BIN / "accelerate"),
+            "launch",
+            "--cpu",
+            "--num_processes",
+            "2",
+            "--num_machines",
+            "1",
+            "--mixed_precision",
+            "no",
+            "--dynamo_backend",
+            "no",
+            "-m",
+            "lm_eval",
+        ],
+        tmp_path,
+        tiny_bert_dir,
+        tmp_path / "two",
+    )
+    assert double["acc"] == single["acc"]
+    assert double["scores"].keys() == single["scores"].keys() == set(range(len(SENTENCES)))
+    for doc_id, scores in single["scores"].items():
+        assert double["scores"][doc_id] == pytest.approx(scores, abs=1e-5)

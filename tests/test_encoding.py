@@ -1,0 +1,86 @@
+"""Which tokens are context and which are scored, on WordPiece and byte-level BPE."""
+
+from __future__ import annotations
+
+import pytest
+from transformers import AutoTokenizer
+
+from pll_harness.encoding import encode_request, require_fast_tokenizer, special_tokens
+
+
+@pytest.fixture(scope="module", params=["tiny_bert_dir", "tiny_roberta_dir"])
+def tokenizer(request):
+    return AutoTokenizer.from_pretrained(request.getfixturevalue(request.param))
+
+
+def test_special_tokens_wrap_a_single_sequence(tokenizer):
+    specials = special_tokens(tokenizer)
+    full = tokenizer("A cat sat.")["input_ids"]
+    assert full[: len(specials.prefix)] == list(specials.prefix)
+    assert full[len(full) - len(specials.suffix) :] == list(specials.suffix)
+    assert specials.prefix == (tokenizer.cls_token_id,)
+    assert specials.suffix == (tokenizer.sep_token_id,)
+
+
+def test_continuation_tokens_are_targets(tokenizer):
+    whole = encode_request(tokenizer, "", "The hooligan wrecked the souvenir.")
+    split = encode_request(tokenizer, "The hooligan", " wrecked the souvenir.")
+    assert whole.first_target == 0
+    assert split.ids == whole.ids
+    context_tokens = tokenizer.convert_ids_to_tokens(list(split.ids[: split.first_target]))
+    assert "".join(context_tokens).replace("##", "").replace("Ġ", "") == "Thehooligan"
+
+
+def test_token_straddling_the_boundary_belongs_to_the_continuation(tokenizer):
+    context = "The hooligan wrecked the souv"
+    for cut in range(len("The hooligan wrecked the "), len(context) + 1):
+        encoded = encode_request(tokenizer, context[:cut], context[cut:] + "enir.")
+        offsets = tokenizer(
+            "The hooligan wrecked the souvenir.",
+            add_special_tokens=False,
+            return_offsets_mapping=True,
+        )["offset_mapping"]
+        _, end = offsets[encoded.first_target]
+        assert end > cut
+        assert all(e <= cut for _, e in offsets[: encoded.first_target])
+
+
+def test_surrounding_whitespace_is_stripped(tokenizer):
+    plain = encode_request(tokenizer, "", "A cat sat.")
+    padded = encode_request(tokenizer, "  ", "  A cat sat. \n")
+    assert padded == plain
+
+
+def test_word_ids_group_pieces(tokenizer):
+    encoded = encode_request(tokenizer, "", "The souvenir.")
+    pieces = tokenizer.convert_ids_to_tokens(list(encoded.ids))
+    assert len(pieces) > 3, f"souvenir should split into several pieces: {pieces}"
+    assert encoded.word_ids[0] != encoded.word_ids[1]
+    assert len(set(encoded.word_ids[1:-1])) == 1
+    assert encoded.word_ids[-1] != encoded.word_ids[-2]
+
+
+class SlowView:
+    """A tokenizer seen as slow: no offsets, no word_ids()."""
+
+    is_fast = False
+
+    def __init__(self, fast):
+        self._fast = fast
+
+    def __call__(self, text, add_special_tokens=True, verbose=True):
+        return {"input_ids": self._fast(text, add_special_tokens=add_special_tokens)["input_ids"]}
+
+
+def test_slow_tokenizer_finds_the_same_boundary(tokenizer):
+    for context, continuation in [("The hooligan", " wrecked it."), ("The hooligan wre", "cked")]:
+        fast = encode_request(tokenizer, context, continuation)
+        slow = encode_request(SlowView(tokenizer), context, continuation)
+        assert slow.ids == fast.ids
+        assert slow.first_target == fast.first_target
+
+
+def test_slow_tokenizer_with_word_level_metric_says_what_to_do():
+    with pytest.raises(ValueError, match=r"fast tokenizer.*pll_metric=original"):
+        require_fast_tokenizer(SlowView(None), "word_l2r", word_level=True)
+    require_fast_tokenizer(SlowView(None), "original", word_level=False)

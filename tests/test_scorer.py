@@ -1,0 +1,170 @@
+"""The batched engine against the naive float64 reference, on WordPiece and byte-level BPE.
+
+Tolerance: 1e-4 nats per sentence (the engine runs float32; the reference float64).
+"""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+import torch
+from reference_pll import float64_model, naive_pll, target_positions
+
+from pll_harness.masking import PLL_METRICS
+from pll_harness.scorer import PLLScorer
+
+TOLERANCE = 1e-4
+
+SENTENCES = [
+    "The hooligan wrecked the souvenir.",
+    "The traveler lost the souvenir.",
+    "A cat sat.",
+    "Who should Derek hug after shocking Richard?",
+    "The teachers who the student admires have praised the unbelievably extraordinary "
+    "performance of the orchestra yesterday.",
+    "Hi",
+    "These dogs, unlike that cat, weren't barking at 3:45 in the morning!",
+]
+
+PAIRS = [
+    ("The hooligan", " wrecked the souvenir."),
+    ("The hooligan wrecked the sou", "venir."),
+    ("", "The traveler lost the souvenir."),
+    ("  The traveler lost", " the souvenir.  "),
+    ("Question: who wrecked it?\nAnswer:", " the hooligan"),
+]
+
+REQUESTS = [("", s) for s in SENTENCES] + PAIRS
+
+
+@pytest.fixture(scope="module", params=["tiny_bert_dir", "tiny_roberta_dir"])
+def model_dir(request) -> str:
+    return request.getfixturevalue(request.param)
+
+
+@pytest.fixture(scope="module")
+def reference(model_dir):
+    from transformers import AutoModelForMaskedLM, AutoTokenizer
+
+    tokenizer = AutoTokenizer.from_pretrained(model_dir)
+    model64 = float64_model(AutoModelForMaskedLM.from_pretrained(model_dir))
+    return model64, tokenizer
+
+
+@pytest.fixture(scope="module")
+def expected(reference):
+    """Naive per-token scores of every request, computed once per model and metric."""
+    model64, tokenizer = reference
+    cache: dict[str, list[list[float]]] = {}
+
+    def for_metric(metric: str) -> list[list[float]]:
+        if metric not in cache:
+            cache[metric] = [naive_pll(model64, tokenizer, c, x, metric) for c, x in REQUESTS]
+        return cache[metric]
+
+    return for_metric
+
+
+def scorer_for(model_dir: str, metric: str, **kwargs) -> PLLScorer:
+    return PLLScorer.from_pretrained(model_dir, pll_metric=metric, device="cpu", **kwargs)
+
+
+@pytest.mark.parametrize("metric", PLL_METRICS)
+@pytest.mark.parametrize(
+    "batching",
+    [{}, {"max_batch_tokens": 16}, {"max_batch_tokens": 200, "batch_size": 2}, {"batch_size": 1}],
+    ids=["default", "tiny-budget", "budget-and-batch", "one-sequence"],
+)
+def test_engine_matches_naive_reference(model_dir, expected, metric, batching):
+    results = scorer_for(model_dir, metric, **batching).score_requests(REQUESTS)
+    for result, want in zip(results, expected(metric), strict=True):
+        assert len(result.token_logprobs) == len(want)
+        assert result.logprob == pytest.approx(math.fsum(want), abs=TOLERANCE)
+        for got, token_want in zip(result.token_logprobs, want, strict=True):
+            assert got == pytest.approx(token_want, abs=TOLERANCE)
+
+
+def test_metrics_differ_on_multi_piece_words(model_dir):
+    """A test that could not tell the metrics apart would not prove anything above."""
+    sentence = SENTENCES[0]
+    totals = {m: scorer_for(model_dir, m).score([sentence])[0].logprob for m in PLL_METRICS}
+    assert len({round(v, 6) for v in totals.values()}) == len(PLL_METRICS)
+
+
+def test_duplicates_are_scored_once_and_returned_in_order(model_dir):
+    scorer = scorer_for(model_dir, "word_l2r")
+    calls = []
+    encoder = scorer.runner.parts.encoder
+
+    def counting(input_ids, attention_mask):
+        calls.append(input_ids.shape[0])
+        return encoder(input_ids, attention_mask)
+
+    scorer.runner.parts = type(scorer.runner.parts)(counting, scorer.runner.parts.head, True)
+    unique = scorer.score(["A cat sat.", "The hooligan wrecked the souvenir."])
+    calls.clear()
+    repeated = scorer.score(["A cat sat.", "The hooligan wrecked the souvenir.", "A cat sat."])
+    n_copies = sum(len(r.tokens) for r in unique)
+    assert sum(calls) == n_copies
+    assert [r.logprob for r in repeated] == [
+        unique[0].logprob,
+        unique[1].logprob,
+        unique[0].logprob,
+    ]
+
+
+def test_context_is_never_masked(model_dir):
+    """Every copy the engine builds keeps the context tokens visible."""
+    scorer = scorer_for(model_dir, "sentence_l2r")
+    seen = []
+    encoder = scorer.runner.parts.encoder
+
+    def spy(input_ids, attention_mask):
+        seen.append(input_ids.clone())
+        return encoder(input_ids, attention_mask)
+
+    scorer.runner.parts = type(scorer.runner.parts)(spy, scorer.runner.parts.head, True)
+    context, continuation = "The hooligan wrecked", " the souvenir."
+    scorer.score_requests([(context, continuation)])
+    ids, _, targets = target_positions(scorer.tokenizer, context, continuation)
+    context_positions = [i for i in range(1, targets[0])]
+    copies = torch.cat(seen)
+    assert copies.shape[0] == len(targets)
+    for position in context_positions:
+        assert (copies[:, position] == ids[position]).all()
+
+
+def test_whitespace_and_leading_space_do_not_change_scores(model_dir):
+    """lm-eval's tasks prepend a space to continuations; ours pass whole sentences."""
+    scorer = scorer_for(model_dir, "word_l2r")
+    a, b, c = scorer.score_requests(
+        [
+            ("", "The traveler lost the souvenir."),
+            ("", " The traveler lost the souvenir."),
+            ("The traveler", " lost the souvenir."),
+        ]
+    )
+    assert a.logprob == b.logprob
+    assert a.tokens == b.tokens
+    assert c.tokens == a.tokens[-len(c.tokens) :]
+
+
+def test_is_greedy_reflects_argmax(model_dir, reference):
+    model64, tokenizer = reference
+    scorer = scorer_for(model_dir, "original")
+    result = scorer.score(["The traveler lost the souvenir."])[0]
+    ids, _, targets = target_positions(tokenizer, "", "The traveler lost the souvenir.")
+    for target, greedy in zip(targets, result.token_greedy, strict=True):
+        masked = list(ids)
+        masked[target] = tokenizer.mask_token_id
+        logits = model64(input_ids=torch.tensor([masked])).logits[0, target]
+        assert greedy == (int(logits.argmax()) == ids[target])
+    assert result.is_greedy == all(result.token_greedy)
+
+
+def test_empty_continuation_scores_zero(model_dir):
+    scorer = scorer_for(model_dir, "word_l2r")
+    empty, spaces = scorer.score_requests([("The cat", ""), ("", "   ")])
+    assert empty.logprob == 0.0 and empty.is_greedy and empty.tokens == ()
+    assert spaces.logprob == 0.0
