@@ -5,7 +5,8 @@ through the folders handed to ``TaskManager``.  A ``.pth`` file installed beside
 module calls :func:`install` when the interpreter starts; that adds one import
 watcher to ``sys.meta_path`` and nothing else (no torch, no lm_eval, no pll_harness).
 Only when lm-eval itself imports ``lm_eval.models`` or ``lm_eval.tasks.manager`` do
-we register the lazy ``pll-mlm`` placeholder and our task folder.
+we register the lazy ``pll-mlm`` placeholder and our task folder, and let task YAMLs
+include our templates by name.
 """
 
 from __future__ import annotations
@@ -42,9 +43,38 @@ def _add_task_folder(module: ModuleType) -> None:
     task_manager._pll_harness_patched = True
 
 
+TEMPLATE_PREFIX = "pll_harness:"
+
+
+def _resolve_template_includes(module: ModuleType) -> None:
+    """Let task YAMLs write ``include: pll_harness:minimal_pair.yaml`` for our templates.
+
+    lm-eval resolves an include relative to the including file, so a user's YAML could
+    only reach an installed template by its absolute path.  ``load_yaml`` calls itself for
+    each include through the module global, so wrapping that global covers every include.
+    """
+    original = module.load_yaml
+    if getattr(original, "_pll_harness_patched", False):
+        return
+
+    def load_yaml(path, *args, **kwargs):
+        from pathlib import Path
+
+        name = Path(path).name
+        if name.startswith(TEMPLATE_PREFIX):
+            from pll_harness.task_paths import TEMPLATE_DIR
+
+            path = TEMPLATE_DIR / name[len(TEMPLATE_PREFIX) :]
+        return original(path, *args, **kwargs)
+
+    load_yaml._pll_harness_patched = True
+    module.load_yaml = load_yaml
+
+
 _AFTER_IMPORT: dict[str, Callable[[ModuleType], None]] = {
     "lm_eval.models": _register_model,
     "lm_eval.tasks.manager": _add_task_folder,
+    "lm_eval.tasks._yaml_loader": _resolve_template_includes,
 }
 
 

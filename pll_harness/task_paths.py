@@ -5,13 +5,14 @@ from __future__ import annotations
 from pathlib import Path
 
 TASK_DIR = Path(__file__).resolve().parent / "tasks"
+TEMPLATE_DIR = TASK_DIR / "templates"
 
 
 def extend_include_path(include_path: str | Path | list | tuple | None) -> list:
     """Return ``include_path`` as a list with our task folder appended once.
 
-    lm-eval lets later folders override earlier ones; ours goes last so that a user's own
-    ``--include_path`` can still shadow nothing of theirs by accident (our names are unique).
+    Our task names are unique (all start with ``blimp_pll``, ``eventsadapt_pll`` or
+    ``pll_example``), so the folder's position cannot shadow anybody's tasks.
     """
     if include_path is None:
         paths: list = []
@@ -22,3 +23,7 @@ def extend_include_path(include_path: str | Path | list | tuple | None) -> list:
     if TASK_DIR.is_dir() and all(Path(p).resolve() != TASK_DIR for p in paths):
         paths.append(TASK_DIR)
     return paths
+
+
+if __name__ == "__main__":
+    print(TASK_DIR)

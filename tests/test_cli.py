@@ -128,3 +128,28 @@ def test_simple_evaluate_accepts_a_model_instance(pair_task, tiny_roberta_dir):
         model=model, tasks=["pll_unit_pairs"], task_manager=TaskManager(include_path=str(pair_task))
     )
     assert 0.0 <= output["results"]["pll_unit_pairs"]["acc,none"] <= 1.0
+
+
+def test_user_task_includes_a_template_by_name(tmp_path):
+    """The README's recipe: a few lines of YAML that include our template by name."""
+    (tmp_path / "agreement.csv").write_text(
+        "grammatical,ungrammatical\n"
+        "The keys to the cabinet are on the table.,The keys to the cabinet is on the table.\n"
+        "The dogs bark at night.,The dogs barks at night.\n"
+    )
+    (tmp_path / "my_agreement.yaml").write_text(
+        "task: my_agreement\n"
+        "include: pll_harness:minimal_pair.yaml\n"
+        "dataset_kwargs:\n"
+        "  data_files: agreement.csv\n"
+        "  good: grammatical\n"
+        "  bad: ungrammatical\n"
+    )
+    code = (
+        "from lm_eval.tasks import TaskManager; "
+        f"task = TaskManager(include_path={str(tmp_path)!r}).load(['my_agreement'])"
+        "['tasks']['my_agreement']; docs = list(task.eval_docs); "
+        "print(len(docs), task.doc_to_choice(docs[1])[1])"
+    )
+    out = run([sys.executable, "-c", code], tmp_path).stdout.strip().splitlines()[-1]
+    assert out == "2 The dogs barks at night."
