@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import torch
@@ -26,6 +27,29 @@ DTYPES: dict[str, torch.dtype | str] = {
 _OFFSET_POSITION_MODELS = frozenset(
     {"roberta", "xlm-roberta", "camembert", "data2vec-text", "xmod", "longformer"}
 )
+
+
+DEMO_MODEL = "pll-demo"
+PACKAGED_MODELS = Path(__file__).resolve().parent / "models"
+
+
+def resolve_pretrained(name: str) -> str:
+    """Map ``pll-demo`` to the small model shipped inside the package.
+
+    A local folder called ``pll-demo`` wins (as any local folder wins over a hub name in
+    transformers), with a warning so that nobody mistakes it for the packaged model.
+    """
+    if name != DEMO_MODEL:
+        return name
+    if Path(name).is_dir():
+        logger.warning(
+            "Using the local folder ./%s, not the demo model packaged with pll_harness.", name
+        )
+        return name
+    packaged = PACKAGED_MODELS / DEMO_MODEL
+    if not (packaged / "config.json").is_file():
+        raise ValueError(f"The demo model is missing from this installation ({packaged}).")
+    return str(packaged)
 
 
 @dataclass(frozen=True)
@@ -86,6 +110,9 @@ def load_masked_lm(
 
     torch_dtype = parse_dtype(dtype)
     target = resolve_device(device)
+    pretrained = resolve_pretrained(pretrained)
+    if tokenizer is not None:
+        tokenizer = resolve_pretrained(tokenizer)
     model_kwargs: dict[str, Any] = {
         "revision": revision or "main",
         "trust_remote_code": trust_remote_code,
