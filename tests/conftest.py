@@ -1,0 +1,90 @@
+"""Shared pytest fixtures: the committed tiny models, minicons reference scores, real checkpoints.
+
+Why these exist: the Hugging Face Hub is unreachable here and in CI, so every test that needs a
+real tokenizer/model uses the tiny checkpoints committed under ``tests/fixtures/models`` (built by
+``scripts/build_tiny_models.py``), and agreement with an independent implementation is checked
+against ``tests/fixtures/minicons_scores.json`` (made by ``scripts/minicons_reference.py``).
+Larger checkpoints may be dropped into ``../shared/models/`` next to the repository; tests can
+parametrize on ``real_model_dirs()`` and skip when it is empty.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+TESTS_DIR = Path(__file__).resolve().parent
+REPO_ROOT = TESTS_DIR.parent
+FIXTURES_DIR = TESTS_DIR / "fixtures"
+TINY_MODELS_DIR = FIXTURES_DIR / "models"
+TINY_BERT_DIR = TINY_MODELS_DIR / "tiny-bert-wordpiece"
+TINY_ROBERTA_DIR = TINY_MODELS_DIR / "tiny-roberta-bpe"
+MINICONS_SCORES = FIXTURES_DIR / "minicons_scores.json"
+MINICONS_SENTENCES = FIXTURES_DIR / "minicons_sentences.txt"
+REAL_MODELS_DIR = REPO_ROOT.parent / "shared" / "models"
+
+# (id, path) of each committed tiny model, for parametrizing.
+TINY_MODELS = [("tiny-bert-wordpiece", TINY_BERT_DIR), ("tiny-roberta-bpe", TINY_ROBERTA_DIR)]
+
+
+def real_model_dirs() -> list[str]:
+    """Checkpoint folders (holding a ``config.json``) under ``../shared/models/``, sorted.
+
+    Returns an empty list when that folder does not exist, so callers can write::
+
+        @pytest.mark.parametrize("model_dir", real_model_dirs() or [
+            pytest.param(None, marks=pytest.mark.skip(reason="no ../shared/models checkpoints"))])
+    """
+    if not REAL_MODELS_DIR.is_dir():
+        return []
+    return sorted(
+        str(p) for p in REAL_MODELS_DIR.iterdir() if p.is_dir() and (p / "config.json").is_file()
+    )
+
+
+def minicons_run(scores: dict[str, Any], model: str, metric: str) -> list[dict[str, Any]]:
+    """The minicons sentence entries for one model folder name and one metric name.
+
+    ``metric`` uses our names (``original``, ``word_l2r``); each entry is
+    ``{"text", "score", "tokens": [[token, logprob], ...]}`` with ``score`` the summed natural-log
+    PLL over non-special tokens.
+    """
+    for run in scores["runs"]:
+        if run["model"] == model and run["metric"] == metric:
+            return run["sentences"]
+    raise KeyError(f"no minicons run for model={model!r} metric={metric!r}")
+
+
+@pytest.fixture(scope="session")
+def tiny_bert_dir() -> str:
+    """Path of the committed tiny BERT (WordPiece, 64 positions)."""
+    return str(TINY_BERT_DIR)
+
+
+@pytest.fixture(scope="session")
+def tiny_roberta_dir() -> str:
+    """Path of the committed tiny RoBERTa (byte-level BPE, 64 usable positions)."""
+    return str(TINY_ROBERTA_DIR)
+
+
+@pytest.fixture(scope="session")
+def tiny_model_dirs() -> list[str]:
+    """Both committed tiny model paths (WordPiece first, byte-level BPE second)."""
+    return [str(path) for _, path in TINY_MODELS]
+
+
+@pytest.fixture(
+    scope="session", params=[path for _, path in TINY_MODELS], ids=[n for n, _ in TINY_MODELS]
+)
+def tiny_model_dir(request: pytest.FixtureRequest) -> str:
+    """Each committed tiny model in turn: a test using it runs once per tokenizer family."""
+    return str(request.param)
+
+
+@pytest.fixture(scope="session")
+def minicons_scores() -> dict[str, Any]:
+    """The parsed ``minicons_scores.json`` (see ``minicons_run`` to pick one model and metric)."""
+    return json.loads(MINICONS_SCORES.read_text())
