@@ -9,6 +9,7 @@ import math
 
 import pytest
 import torch
+from conftest import real_model_dirs
 from reference_pll import float64_model, naive_pll, target_positions
 
 from pll_harness.masking import PLL_METRICS
@@ -168,3 +169,21 @@ def test_empty_continuation_scores_zero(model_dir):
     empty, spaces = scorer.score_requests([("The cat", ""), ("", "   ")])
     assert empty.logprob == 0.0 and empty.is_greedy and empty.tokens == ()
     assert spaces.logprob == 0.0
+
+
+@pytest.mark.parametrize(
+    "real_dir",
+    real_model_dirs()
+    or [pytest.param(None, marks=pytest.mark.skip(reason="no checkpoints in ../shared/models"))],
+)
+@pytest.mark.parametrize("metric", PLL_METRICS)
+def test_real_checkpoints_match_naive_reference(real_dir, metric):
+    """The same check on real checkpoints when ../shared/models/ provides them."""
+    from transformers import AutoModelForMaskedLM, AutoTokenizer
+
+    tokenizer = AutoTokenizer.from_pretrained(real_dir)
+    model64 = float64_model(AutoModelForMaskedLM.from_pretrained(real_dir))
+    results = scorer_for(real_dir, metric).score_requests(REQUESTS[:4] + PAIRS[:2])
+    for (context, continuation), result in zip(REQUESTS[:4] + PAIRS[:2], results, strict=True):
+        want = naive_pll(model64, tokenizer, context, continuation, metric)
+        assert result.logprob == pytest.approx(math.fsum(want), abs=TOLERANCE)
