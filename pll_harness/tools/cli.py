@@ -1,0 +1,297 @@
+"""The ``pll-harness`` command: score, explain, diagnose, compare.
+
+Each sub-command is a thin layer over a Python function in ``pll_harness.tools``; heavy
+imports (torch, transformers, matplotlib) happen only when a sub-command runs.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from collections.abc import Sequence
+
+from pll_harness.tools.common import METRIC_NAMES
+
+DESCRIPTION = """\
+Look inside pseudo-log-likelihood (PLL) scores of masked language models.
+
+  score     PLL of every sentence in a file, all metrics side by side (CSV/JSONL)
+  explain   per-token table (and bar chart) of one sentence, or of the difference of two
+  diagnose  the metric desiderata of Kauf & Ivanova (2023): length, word frequency,
+            out-of-vocabulary words, agreement with a causal LM; markdown + plots
+  compare   leaderboard (BLiMP phenomena, EventsAdapt) from lm-eval result files
+
+Run `pll-harness <command> --help` for the options of each."""
+
+EPILOG = """\
+examples:
+  pll-harness score --model bert-base-cased sentences.txt -o scores.csv
+  pll-harness explain --model bert-base-cased "The traveler lost the souvenir." --plot fig.png
+  pll-harness explain --model bert-base-cased "She is a nurse." "He is a nurse."
+  pll-harness diagnose --model bert-base-cased --dataset eventsadapt --causal gpt2
+  pll-harness compare results/ -o leaderboard/"""
+
+METRIC_HELP = (
+    f"'all' (default) or a comma-separated list of: {', '.join(METRIC_NAMES)}; may be repeated"
+)
+
+
+def _add_model_options(parser: argparse.ArgumentParser) -> None:
+    group = parser.add_argument_group("model")
+    group.add_argument(
+        "--model",
+        "-m",
+        required=True,
+        help="masked LM: hub name (bert-base-cased) or local folder",
+    )
+    group.add_argument("--metric", action="append", metavar="METRICS", help=METRIC_HELP)
+    group.add_argument(
+        "--device", default=None, help="cpu, cuda, cuda:N (default: cuda if available)"
+    )
+
+
+def _add_causal_option(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--causal",
+        metavar="MODEL",
+        default=None,
+        help="also score with this causal LM (hub name such as gpt2, or local folder): "
+        "log P(sentence | BOS)",
+    )
+
+
+def build_parser() -> argparse.ArgumentParser:
+    formatter = argparse.RawDescriptionHelpFormatter
+    parser = argparse.ArgumentParser(
+        prog="pll-harness", description=DESCRIPTION, epilog=EPILOG, formatter_class=formatter
+    )
+    from pll_harness import __version__
+
+    parser.add_argument("--version", action="version", version=f"pll-harness {__version__}")
+    commands = parser.add_subparsers(dest="command", metavar="COMMAND")
+
+    score = commands.add_parser(
+        "score",
+        formatter_class=formatter,
+        help="score sentences from a file",
+        description="Score every sentence of FILE with each requested PLL metric.\n\n"
+        "Input: a text file (one sentence per line), CSV/TSV or JSONL (pick the column with\n"
+        "--column; default 'sentence' or 'text'), optionally .gz; '-' reads stdin.\n"
+        "Output: one row per sentence with pll_<metric> (natural-log PLL sums); JSONL lines\n"
+        "also hold every token's log-probability; for CSV, --tokens writes them to a second\n"
+        "file. Re-running with the same --output skips the sentences already written.",
+        epilog="example:\n  pll-harness score -m bert-base-cased --metric original,word_l2r "
+        "--causal gpt2 data.csv --column sentence -o scores.jsonl",
+    )
+    _add_model_options(score)
+    _add_causal_option(score)
+    score.add_argument("file", metavar="FILE", help="sentences: .txt, .csv, .tsv, .jsonl or -")
+    score.add_argument("--column", help="column/field holding the sentences (CSV, JSONL)")
+    score.add_argument("--id-column", help="column/field to use as sentence id (default: row)")
+    score.add_argument(
+        "--input-format",
+        choices=["txt", "csv", "tsv", "jsonl"],
+        help="input format when the file name does not tell",
+    )
+    score.add_argument(
+        "--output",
+        "-o",
+        help="output file (.csv or .jsonl); default: CSV on stdout (not resumable)",
+    )
+    score.add_argument(
+        "--format",
+        dest="output_format",
+        choices=["csv", "jsonl"],
+        help="output format (default: from the --output suffix, else csv)",
+    )
+    score.add_argument(
+        "--tokens",
+        dest="token_output",
+        metavar="PATH",
+        help="with CSV output: also write per-token scores here",
+    )
+    score.add_argument(
+        "--overwrite", action="store_true", help="start the output afresh instead of resuming it"
+    )
+    score.add_argument(
+        "--chunk-size",
+        type=int,
+        default=256,
+        help="sentences scored and written per step (default 256)",
+    )
+    score.add_argument(
+        "--max-batch-tokens",
+        type=int,
+        default=None,
+        help="padded tokens per forward pass (default: engine's choice)",
+    )
+    score.add_argument("--no-progress", action="store_true", help="no progress bar")
+
+    explain = commands.add_parser(
+        "explain",
+        formatter_class=formatter,
+        help="per-token scores of one or two sentences",
+        description="Show each token's log-probability under every metric, grouped by word.\n"
+        "With two sentences, align their tokens and show which tokens carry the difference.",
+        epilog='example:\n  pll-harness explain -m bert-base-cased "She is a nurse." '
+        '"He is a nurse." --plot nurse.png',
+    )
+    _add_model_options(explain)
+    explain.add_argument("sentences", nargs="+", metavar="SENTENCE", help="one or two sentences")
+    explain.add_argument("--plot", metavar="PNG", help="draw the per-token bar chart here")
+    explain.add_argument("--json", action="store_true", help="print JSON instead of tables")
+
+    diagnose = commands.add_parser(
+        "diagnose",
+        formatter_class=formatter,
+        help="metric desiderata report with plots",
+        description="Check the desiderata of Kauf & Ivanova (2023) for each metric:\n"
+        "  r(sentence length in tokens, -PLL)   should be positive\n"
+        "  r(word PLL in 'My word is _', log word frequency (wordfreq))   positive\n"
+        "  r(sentence PLL, causal LM log-likelihood)   positive (with --causal)\n"
+        "and the out-of-vocabulary ratio (words split into 2+ tokens).\n"
+        "Writes report.md, length.png, frequency.png (causal.png), sentences.csv, words.csv.",
+        epilog="example:\n  pll-harness diagnose -m bert-base-cased --causal gpt2 -o diag/",
+    )
+    _add_model_options(diagnose)
+    _add_causal_option(diagnose)
+    diagnose.add_argument(
+        "--dataset",
+        default="eventsadapt",
+        help="'eventsadapt' (packaged, 1564 sentences) or a sentence file "
+        "as for score (default: eventsadapt)",
+    )
+    diagnose.add_argument("--column", help="sentence column of a CSV/JSONL dataset")
+    diagnose.add_argument(
+        "--limit",
+        type=int,
+        default=None,
+        help="first N sentences of a file / N pairs of EventsAdapt",
+    )
+    diagnose.add_argument(
+        "--output-dir",
+        "-o",
+        default="pll-diagnosis",
+        help="folder for the report (default: pll-diagnosis)",
+    )
+    diagnose.add_argument("--no-progress", action="store_true", help="no progress bar")
+
+    compare = commands.add_parser(
+        "compare",
+        formatter_class=formatter,
+        help="leaderboard from lm-eval result files",
+        description="Read lm-eval result files (results_*.json from --output_path; folders are\n"
+        "searched) of pll-mlm and other models (e.g. hf) run on blimp_pll / eventsadapt_pll\n"
+        "tasks, and write leaderboard.md, leaderboard.csv and leaderboard.png: one row per\n"
+        "model (and PLL metric), BLiMP overall and its 12 phenomena, EventsAdapt.",
+        epilog="example:\n  pll-harness compare out/ -o leaderboard/",
+    )
+    compare.add_argument(
+        "results", nargs="+", metavar="RESULTS", help="result JSON files or folders"
+    )
+    compare.add_argument(
+        "--output-dir",
+        "-o",
+        default="pll-leaderboard",
+        help="folder for the outputs (default: pll-leaderboard)",
+    )
+    compare.add_argument(
+        "--metric",
+        default="acc",
+        choices=["acc", "score_diff"],
+        help="which task metric to tabulate (default: acc)",
+    )
+    compare.add_argument("--all-columns", action="store_true", help="keep columns that no run has")
+    return parser
+
+
+def run(args: argparse.Namespace) -> int:
+    from pll_harness.tools import common
+
+    if args.command == "score":
+        from pll_harness.tools.score import score_file
+
+        sentences = common.read_sentences(
+            args.file, column=args.column, id_column=args.id_column, fmt=args.input_format
+        )
+        done = score_file(
+            sentences,
+            args.model,
+            output=args.output,
+            metrics=args.metric,
+            causal=args.causal,
+            output_format=args.output_format,
+            token_output=args.token_output,
+            chunk_size=args.chunk_size,
+            overwrite=args.overwrite,
+            progress=not args.no_progress,
+            device=args.device,
+            max_batch_tokens=args.max_batch_tokens,
+        )
+        if args.output:
+            skipped = len(sentences) - done
+            note = f" ({skipped} already there)" if skipped else ""
+            print(f"scored {done} sentences{note} -> {args.output}", file=sys.stderr)
+    elif args.command == "explain":
+        from pll_harness.tools.explain import explain, explain_sentences
+
+        if args.json:
+            import json
+
+            scorers = common.MLMScorers(
+                args.model, common.parse_metrics(args.metric), device=args.device
+            )
+            if not 1 <= len(args.sentences) <= 2:
+                raise ValueError("explain takes one sentence, or two to compare.")
+            data = [e.as_dict() for e in explain_sentences(scorers, args.sentences)]
+            if args.plot:
+                explain(args.sentences, plot=args.plot, scorers=scorers)
+            print(json.dumps(data, ensure_ascii=False, indent=2))
+        else:
+            print(explain(args.sentences, args.model, args.metric, args.plot, args.device), end="")
+    elif args.command == "diagnose":
+        from pll_harness.tools.diagnose import diagnose
+
+        diagnose(
+            args.model,
+            dataset=args.dataset,
+            output_dir=args.output_dir,
+            metrics=args.metric,
+            causal=args.causal,
+            limit=args.limit,
+            column=args.column,
+            device=args.device,
+            progress=not args.no_progress,
+        )
+        report = os.path.join(args.output_dir, "report.md")
+        with open(report, encoding="utf-8") as handle:
+            print(handle.read(), end="")
+        print(f"\nreport: {report}", file=sys.stderr)
+    elif args.command == "compare":
+        from pll_harness.tools.compare import compare
+
+        board = compare(args.results, args.output_dir, args.metric, args.all_columns)
+        print(board.to_markdown(), end="")
+        print(f"\nwritten to {args.output_dir}/leaderboard.{{md,csv,png}}", file=sys.stderr)
+    return 0
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if args.command is None:
+        parser.print_help()
+        return 2
+    try:
+        return run(args)
+    except (ValueError, FileNotFoundError, ImportError) as error:
+        print(f"pll-harness {args.command}: error: {error}", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        print("interrupted; re-run the same command to resume (score).", file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,389 @@
+"""``pll-harness diagnose``: how well each PLL metric meets the desiderata of Kauf & Ivanova
+(2023, sections 4-5) for one model on one set of sentences.
+
+1. Longer sentences should be less likely: Pearson r between sentence length (tokens) and
+   −PLL should be positive (section 4.1, Figure 3A).
+2. Out-of-vocabulary ratio: the share of words the tokenizer splits into 2+ tokens; the
+   more there are, the more the metric matters (appendix C, Table 2).
+3. Frequent words should be more likely: r between a word's PLL in the neutral context
+   "My word is _" and its log frequency should be positive (section 4.2, Figure 3B).
+   Frequencies come from ``wordfreq`` (Zipf scale, log10 per billion words).
+4. With a causal LM: r between sentence PLL and the causal log-likelihood
+   log P(sentence | BOS) should be positive (section 5, Figure 4).
+"""
+
+from __future__ import annotations
+
+import csv
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from pll_harness.tools.common import (
+    METRIC_COLORS,
+    METRIC_LABELS,
+    CausalScorer,
+    MLMScorers,
+    Sentence,
+    fmt_number,
+    is_wordlike,
+    markdown_table,
+    parse_metrics,
+    pearson,
+    pyplot,
+    save_figure,
+    short_model_name,
+    word_spans,
+)
+
+WORD_CONTEXT = "My word is "
+"""The paper's neutral context for word scores (appendix B)."""
+
+CAUSAL = "causal"
+
+
+@dataclass
+class Diagnosis:
+    """Everything ``diagnose`` measured: per-sentence and per-word scores and the
+    correlations.  ``stats[name]`` has ``r_length``, ``r_frequency``, ``r_causal`` and
+    ``mean`` for each metric name (and ``causal`` for the causal model)."""
+
+    model: str
+    dataset: str
+    metrics: list[str]
+    causal: str | None
+    sentences: list[dict[str, Any]] = field(default_factory=list)
+    words: list[dict[str, Any]] = field(default_factory=list)
+    oov: dict[str, dict[str, float]] = field(default_factory=dict)
+    words_without_frequency: int = 0
+    stats: dict[str, dict[str, float]] = field(default_factory=dict)
+
+    @property
+    def series(self) -> list[str]:
+        """The score columns: each metric, then the causal model when there is one."""
+        return [*self.metrics, *([CAUSAL] if self.causal else [])]
+
+    def label(self, name: str) -> str:
+        if name == CAUSAL:
+            return f"causal LL ({short_model_name(self.causal or '')})"
+        return METRIC_LABELS.get(name, name)
+
+
+def _oov(word_lists: Sequence[Sequence[tuple[str, int]]]) -> dict[str, float]:
+    """OOV ratio over running words and over distinct words (punctuation excluded)."""
+    running = [(w, n) for words in word_lists for w, n in words if is_wordlike(w)]
+    types = dict(running)
+    return {
+        "words": len(running),
+        "ratio": sum(n > 1 for _, n in running) / len(running) if running else math.nan,
+        "types": len(types),
+        "type_ratio": sum(n > 1 for n in types.values()) / len(types) if types else math.nan,
+    }
+
+
+def _words_of(tokenizer: Any, tokens: Sequence[str], ids: Sequence[int]) -> list[tuple[str, int]]:
+    return [
+        (tokenizer.convert_tokens_to_string(list(tokens[a:b])).strip(), b - a)
+        for a, b in word_spans(ids)
+    ]
+
+
+def diagnose_sentences(
+    sentences: Sequence[Sentence],
+    scorers: MLMScorers,
+    dataset: str = "sentences",
+    causal: CausalScorer | None = None,
+    progress: bool = False,
+) -> Diagnosis:
+    """Score the sentences and their distinct words under every metric and compute the
+    desiderata.  See the module docstring."""
+    from wordfreq import zipf_frequency
+
+    diag = Diagnosis(scorers.name, dataset, list(scorers.metrics), causal.name if causal else None)
+    texts = [s.text for s in sentences]
+    bar = _bar(progress, len(texts) * len(scorers.metrics), "sentences")
+    per_metric = scorers.score(texts, bar.update if bar else None)
+    if bar:
+        bar.close()
+    causal_scores = causal.score(texts) if causal is not None else None
+
+    word_lists = []
+    vocabulary: dict[str, None] = {}
+    for index, sentence in enumerate(sentences):
+        first = per_metric[scorers.metrics[0]][index]
+        words = _words_of(scorers.tokenizer, first.tokens, scorers.word_ids(sentence.text))
+        word_lists.append(words)
+        for position, (word, _) in enumerate(words):
+            if is_wordlike(word):
+                vocabulary.setdefault(word.lower() if position == 0 else word)
+        row: dict[str, Any] = {"id": sentence.id, "text": sentence.text}
+        row["n_tokens"] = len(first.tokens)
+        for metric in scorers.metrics:
+            row[f"pll_{metric}"] = per_metric[metric][index].logprob
+        if causal_scores is not None:
+            row["causal_logprob"] = causal_scores[index].logprob
+            row["causal_n_tokens"] = len(causal_scores[index].tokens)
+        diag.sentences.append(row)
+    diag.oov["mlm"] = _oov(word_lists)
+    if causal is not None:
+        causal_words = []
+        for sentence in sentences:
+            tokens = causal.tokenizer.convert_ids_to_tokens(causal.encode(sentence.text))
+            causal_words.append(_words_of(causal.tokenizer, tokens, causal.word_ids(sentence.text)))
+        diag.oov[CAUSAL] = _oov(causal_words)
+
+    words = [w for w in vocabulary if zipf_frequency(w, "en") > 0]
+    diag.words_without_frequency = len(vocabulary) - len(words)
+    requests = [(WORD_CONTEXT, w) for w in words]
+    bar = _bar(progress, len(words) * len(scorers.metrics), "words")
+    word_scores = scorers.score_requests(requests, bar.update if bar else None)
+    if bar:
+        bar.close()
+    causal_word_scores = causal.score(words, context=WORD_CONTEXT) if causal else None
+    for index, word in enumerate(words):
+        first = word_scores[scorers.metrics[0]][index]
+        row = {"word": word, "n_tokens": len(first.tokens), "zipf": zipf_frequency(word, "en")}
+        for metric in scorers.metrics:
+            row[f"pll_{metric}"] = word_scores[metric][index].logprob
+        if causal_word_scores is not None:
+            row["causal_logprob"] = causal_word_scores[index].logprob
+            row["causal_n_tokens"] = len(causal_word_scores[index].tokens)
+        diag.words.append(row)
+
+    for name in diag.series:
+        column = "causal_logprob" if name == CAUSAL else f"pll_{name}"
+        lengths = "causal_n_tokens" if name == CAUSAL else "n_tokens"
+        scores = [r[column] for r in diag.sentences]
+        stats = {
+            "mean": sum(scores) / len(scores) if scores else math.nan,
+            "r_length": pearson([r[lengths] for r in diag.sentences], [-s for s in scores]),
+            "r_frequency": pearson(
+                [w["zipf"] for w in diag.words], [w[column] for w in diag.words]
+            ),
+            "r_causal": math.nan,
+        }
+        if causal is not None and name != CAUSAL:
+            stats["r_causal"] = pearson(scores, [r["causal_logprob"] for r in diag.sentences])
+        diag.stats[name] = stats
+    return diag
+
+
+def _bar(enabled: bool, total: int, what: str) -> Any:
+    if not enabled:
+        return None
+    import sys
+
+    from tqdm.auto import tqdm
+
+    return tqdm(total=total, desc=f"scoring {what}", unit="item×metric", file=sys.stderr)
+
+
+# --------------------------------------------------------------------------- plots
+
+
+def _panels(diag: Diagnosis, names: Sequence[str]) -> tuple[Any, Any]:
+    plt = pyplot()
+    fig, axes = plt.subplots(
+        1, len(names), figsize=(3.3 * len(names), 3.3), squeeze=False, sharey=False
+    )
+    return fig, axes[0]
+
+
+def plot_length(diag: Diagnosis) -> Any:
+    """Figure 3A: −(P)LL against sentence length in tokens, one panel per metric (and the
+    causal model); each dot is a sentence."""
+    fig, axes = _panels(diag, diag.series)
+    for ax, name in zip(axes, diag.series, strict=True):
+        column = "causal_logprob" if name == CAUSAL else f"pll_{name}"
+        lengths = "causal_n_tokens" if name == CAUSAL else "n_tokens"
+        x = [r[lengths] for r in diag.sentences]
+        y = [-r[column] for r in diag.sentences]
+        ax.scatter(x, y, s=10, alpha=0.5, color=METRIC_COLORS.get(name))
+        ax.set_title(
+            f"{diag.label(name)}\nr = {fmt_number(diag.stats[name]['r_length'])}", fontsize=9
+        )
+        ax.set_xlabel("sentence length (tokens)")
+    axes[0].set_ylabel("−(P)LL (nats)")
+    fig.tight_layout()
+    return fig
+
+
+def plot_frequency(diag: Diagnosis) -> Any:
+    """Figure 3B: word (P)LL in "My word is _" against log frequency; single-token words
+    and multi-token words in separate colours (two scatter collections per panel)."""
+    fig, axes = _panels(diag, diag.series)
+    for ax, name in zip(axes, diag.series, strict=True):
+        column = "causal_logprob" if name == CAUSAL else f"pll_{name}"
+        pieces = "causal_n_tokens" if name == CAUSAL else "n_tokens"
+        for multi, color, label in ((False, "#4d4d4d", "1 token"), (True, "#d6604d", "2+ tokens")):
+            rows = [w for w in diag.words if (w[pieces] > 1) == multi]
+            ax.scatter(
+                [w["zipf"] for w in rows],
+                [w[column] for w in rows],
+                s=10,
+                alpha=0.6,
+                color=color,
+                label=label,
+            )
+        ax.set_title(
+            f"{diag.label(name)}\nr = {fmt_number(diag.stats[name]['r_frequency'])}", fontsize=9
+        )
+        ax.set_xlabel("word frequency (Zipf)")
+    axes[0].set_ylabel("word (P)LL in “My word is _”")
+    axes[0].legend(fontsize=7)
+    fig.tight_layout()
+    return fig
+
+
+def plot_causal(diag: Diagnosis) -> Any:
+    """Figure 4: sentence PLL against the causal model's log-likelihood, one panel per
+    metric; each dot is a sentence."""
+    fig, axes = _panels(diag, diag.metrics)
+    for ax, name in zip(axes, diag.metrics, strict=True):
+        x = [r["causal_logprob"] for r in diag.sentences]
+        y = [r[f"pll_{name}"] for r in diag.sentences]
+        ax.scatter(x, y, s=10, alpha=0.5, color=METRIC_COLORS.get(name))
+        ax.set_title(
+            f"{diag.label(name)}\nr = {fmt_number(diag.stats[name]['r_causal'])}", fontsize=9
+        )
+        ax.set_xlabel(diag.label(CAUSAL))
+    axes[0].set_ylabel("sentence PLL (nats)")
+    fig.tight_layout()
+    return fig
+
+
+# --------------------------------------------------------------------------- report
+
+
+def _best(diag: Diagnosis, key: str) -> str | None:
+    values = {m: diag.stats[m][key] for m in diag.metrics if not math.isnan(diag.stats[m][key])}
+    return max(values, key=values.__getitem__) if values else None
+
+
+def report_markdown(diag: Diagnosis, images: dict[str, str]) -> str:
+    """The markdown report; ``images`` maps plot names to paths relative to the report."""
+    mlm = diag.oov["mlm"]
+    lines = [
+        f"# PLL diagnosis: {short_model_name(diag.model)}",
+        "",
+        f"Dataset: **{diag.dataset}**, {len(diag.sentences)} sentences, "
+        f"{mlm['words']} words ({mlm['types']} distinct); {len(diag.words)} distinct words "
+        f"scored in the context “{WORD_CONTEXT}_”"
+        + (
+            f" ({diag.words_without_frequency} more have no wordfreq frequency and are left out)"
+            if diag.words_without_frequency
+            else ""
+        )
+        + ".",
+        "",
+        "Desiderata (Kauf & Ivanova 2023): every r below should be **positive**; larger is "
+        "better. Longer sentences should be less likely (r of length with −PLL), frequent "
+        "words more likely (r of word PLL with log frequency), and PLL should agree with a "
+        "causal LM's log-likelihood.",
+        "",
+    ]
+    header = ["score", "r(length, −PLL)", "r(word PLL, log freq)"]
+    if diag.causal:
+        header.append("r(PLL, causal LL)")
+    header.append("mean sentence (P)LL")
+    best = {k: _best(diag, k) for k in ("r_length", "r_frequency", "r_causal")}
+    rows = []
+    for name in diag.series:
+        stats = diag.stats[name]
+
+        def cell(key: str, name: str = name, stats: dict = stats) -> str:
+            text = fmt_number(stats[key])
+            return f"**{text}**" if best.get(key) == name else text
+
+        row = [diag.label(name), cell("r_length"), cell("r_frequency")]
+        if diag.causal:
+            row.append(cell("r_causal") if name != CAUSAL else "–")
+        row.append(fmt_number(stats["mean"]))
+        rows.append(row)
+    lines += [markdown_table(header, rows), "", "Bold: the best PLL metric on that criterion.", ""]
+    lines += ["## Out-of-vocabulary words", ""]
+    oov_rows = [["masked LM tokenizer", _pct(mlm["ratio"]), _pct(mlm["type_ratio"])]]
+    if CAUSAL in diag.oov:
+        oov_rows.append(
+            [
+                diag.label(CAUSAL) + " tokenizer",
+                _pct(diag.oov[CAUSAL]["ratio"]),
+                _pct(diag.oov[CAUSAL]["type_ratio"]),
+            ]
+        )
+    lines += [
+        "Share of words split into 2+ tokens (punctuation left out). The more such words, the "
+        "more PLL-original's inflation of multi-token words distorts scores.",
+        "",
+        markdown_table(["tokenizer", "running words", "distinct words"], oov_rows),
+        "",
+        "## Plots",
+        "",
+    ]
+    captions = {
+        "length": "Sentence length (tokens) against −(P)LL; each dot is a sentence.",
+        "frequency": "Word (P)LL in “My word is _” against log frequency; red: words of 2+ tokens.",
+        "causal": "Sentence PLL against the causal model's log-likelihood.",
+    }
+    for name, path in images.items():
+        lines += [f"![{name}]({path})", "", captions.get(name, ""), ""]
+    return "\n".join(lines).rstrip() + "\n"
+
+
+def _pct(value: float) -> str:
+    return "–" if math.isnan(value) else f"{value:.1%}"
+
+
+def write_outputs(diag: Diagnosis, output_dir: str | Path) -> Path:
+    """Write ``report.md``, the PNG plots and ``sentences.csv`` / ``words.csv`` to
+    ``output_dir``; return the report's path."""
+    out = Path(output_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    images = {
+        "length": save_figure(plot_length(diag), out / "length.png").name,
+        "frequency": save_figure(plot_frequency(diag), out / "frequency.png").name,
+    }
+    if diag.causal:
+        images["causal"] = save_figure(plot_causal(diag), out / "causal.png").name
+    for name, rows in (("sentences.csv", diag.sentences), ("words.csv", diag.words)):
+        with open(out / name, "w", encoding="utf-8", newline="") as handle:
+            if rows:
+                writer = csv.DictWriter(handle, list(rows[0]))
+                writer.writeheader()
+                writer.writerows(rows)
+    report = out / "report.md"
+    report.write_text(report_markdown(diag, images), encoding="utf-8")
+    return report
+
+
+def diagnose(
+    model: str,
+    dataset: str = "eventsadapt",
+    output_dir: str | Path = "pll-diagnosis",
+    metrics: str | Sequence[str] | None = "all",
+    causal: str | None = None,
+    limit: int | None = None,
+    column: str | None = None,
+    device: str | None = None,
+    progress: bool = False,
+) -> Diagnosis:
+    """Run the diagnosis of ``model`` on ``dataset`` (``eventsadapt``, the packaged pairs,
+    or a sentence file as for ``score``) and write the report to ``output_dir``.
+
+    ``limit`` keeps the first sentences of a file, or the first pairs of EventsAdapt.
+    """
+    from pll_harness.tools.common import eventsadapt_sentences, read_sentences
+
+    if dataset == "eventsadapt":
+        sentences = eventsadapt_sentences(limit)
+    else:
+        sentences = read_sentences(dataset, column=column)[:limit]
+    if not sentences:
+        raise ValueError(f"No sentences in {dataset}.")
+    scorers = MLMScorers(model, parse_metrics(metrics), device=device)
+    causal_scorer = CausalScorer(causal, device=device) if causal else None
+    diag = diagnose_sentences(sentences, scorers, dataset, causal_scorer, progress=progress)
+    write_outputs(diag, output_dir)
+    return diag

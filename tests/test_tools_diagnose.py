@@ -1,0 +1,169 @@
+"""``pll-harness diagnose``: the desiderata numbers, the report and the plots."""
+
+from __future__ import annotations
+
+import csv
+import math
+from pathlib import Path
+
+import pytest
+from tools_support import assert_png, build_tiny_gpt2, causal_reference
+
+from pll_harness.masking import PLL_METRICS
+from pll_harness.scorer import PLLScorer
+from pll_harness.tools.cli import main
+from pll_harness.tools.common import (
+    CausalScorer,
+    MLMScorers,
+    eventsadapt_sentences,
+    pearson,
+)
+from pll_harness.tools.diagnose import (
+    WORD_CONTEXT,
+    diagnose,
+    diagnose_sentences,
+    plot_causal,
+    plot_frequency,
+    plot_length,
+    write_outputs,
+)
+
+PAIRS = 3  # EventsAdapt pairs: 6 sentences
+
+
+@pytest.fixture(scope="module")
+def tiny_gpt2(tmp_path_factory) -> Path:
+    return build_tiny_gpt2(tmp_path_factory.mktemp("gpt2") / "tiny-gpt2")
+
+
+@pytest.fixture(scope="module")
+def diagnosis(tiny_bert_dir, tiny_gpt2):
+    scorers = MLMScorers(tiny_bert_dir, list(PLL_METRICS), device="cpu")
+    causal = CausalScorer(str(tiny_gpt2), device="cpu")
+    return diagnose_sentences(eventsadapt_sentences(PAIRS), scorers, "eventsadapt", causal)
+
+
+def test_pearson():
+    assert pearson([1, 2, 3, 4], [2, 4, 6, 8]) == pytest.approx(1.0)
+    assert pearson([1, 2, 3, 4], [8, 6, 4, 2]) == pytest.approx(-1.0)
+    assert math.isnan(pearson([1, 2, 3], [5, 5, 5]))
+    assert math.isnan(pearson([1, 2], [3, 4]))
+
+
+def test_eventsadapt_sentences():
+    sentences = eventsadapt_sentences(2)
+    assert len(sentences) == 4
+    assert sentences[0].text == "The raider caught the illness."
+    assert sentences[1].id.endswith("-bad")
+    assert len(eventsadapt_sentences()) == 2 * 782
+
+
+def test_numbers_match_their_definitions(diagnosis, tiny_bert_dir, tiny_gpt2):
+    sentences = diagnosis.sentences
+    assert len(sentences) == 2 * PAIRS
+    scorer = PLLScorer.from_pretrained(tiny_bert_dir, pll_metric="word_l2r", device="cpu")
+    scores = scorer.score([s["text"] for s in sentences])
+    for row, score in zip(sentences, scores, strict=True):
+        assert row["pll_word_l2r"] == pytest.approx(score.logprob, abs=1e-4)
+        assert row["n_tokens"] == len(score.tokens)
+        assert row["causal_logprob"] == pytest.approx(
+            causal_reference(tiny_gpt2, row["text"]), abs=1e-4
+        )
+    stats = diagnosis.stats["word_l2r"]
+    assert stats["r_length"] == pytest.approx(
+        pearson([s["n_tokens"] for s in sentences], [-s["pll_word_l2r"] for s in sentences])
+    )
+    assert stats["r_causal"] == pytest.approx(
+        pearson([s["pll_word_l2r"] for s in sentences], [s["causal_logprob"] for s in sentences])
+    )
+    words = diagnosis.words
+    assert words and all(w["zipf"] > 0 for w in words)
+    assert {"the", "raider"} <= {w["word"] for w in words}  # sentence-initial "The" lowered
+    assert stats["r_frequency"] == pytest.approx(
+        pearson([w["zipf"] for w in words], [w["pll_word_l2r"] for w in words])
+    )
+    word = next(w for w in words if w["n_tokens"] > 1)
+    (expected,) = scorer.score_requests([(WORD_CONTEXT, word["word"])])
+    assert word["pll_word_l2r"] == pytest.approx(expected.logprob, abs=1e-4)
+    assert len(expected.tokens) == word["n_tokens"]
+    assert word["causal_logprob"] == pytest.approx(
+        causal_reference(tiny_gpt2, word["word"], WORD_CONTEXT), abs=1e-4
+    )
+    assert set(diagnosis.stats) == {*PLL_METRICS, "causal"}
+
+
+def test_oov_ratio_counts_split_words(diagnosis, tiny_bert_dir):
+    from transformers import AutoTokenizer
+
+    tokenizer = AutoTokenizer.from_pretrained(tiny_bert_dir)
+    words = [w for s in diagnosis.sentences for w in s["text"].rstrip(".").split()]
+    split = sum(len(tokenizer.tokenize(w)) > 1 for w in words)
+    oov = diagnosis.oov["mlm"]
+    assert oov["words"] == len(words)
+    assert oov["ratio"] == pytest.approx(split / len(words))
+    assert 0 <= diagnosis.oov["causal"]["ratio"] <= 1
+
+
+def test_plots_have_one_panel_per_score_and_one_dot_per_item(diagnosis):
+    n_series = len(PLL_METRICS) + 1
+    fig = plot_length(diagnosis)
+    assert len(fig.axes) == n_series
+    for ax in fig.axes:
+        (dots,) = ax.collections
+        assert len(dots.get_offsets()) == len(diagnosis.sentences)
+    fig = plot_frequency(diagnosis)
+    assert len(fig.axes) == n_series
+    for ax in fig.axes:
+        assert sum(len(c.get_offsets()) for c in ax.collections) == len(diagnosis.words)
+    fig = plot_causal(diagnosis)
+    assert len(fig.axes) == len(PLL_METRICS)
+    for ax in fig.axes:
+        (dots,) = ax.collections
+        assert len(dots.get_offsets()) == len(diagnosis.sentences)
+
+
+def test_report_and_files(diagnosis, tmp_path):
+    report = write_outputs(diagnosis, tmp_path / "diag")
+    text = report.read_text()
+    for name in ("PLL-original", "PLL-word-l2r", "PLL-whole-word", "PLL-sentence-l2r"):
+        assert f"| {name} |" in text
+    assert "r(PLL, causal LL)" in text and "Out-of-vocabulary" in text
+    for name in ("length", "frequency", "causal"):
+        assert f"]({name}.png)" in text
+        assert_png(tmp_path / "diag" / f"{name}.png")
+    rows = list(csv.DictReader((tmp_path / "diag" / "sentences.csv").open()))
+    assert len(rows) == len(diagnosis.sentences)
+    assert len(list(csv.DictReader((tmp_path / "diag" / "words.csv").open()))) == len(
+        diagnosis.words
+    )
+
+
+def test_diagnose_file_without_causal_and_cli(tiny_roberta_dir, tmp_path, capsys):
+    data = tmp_path / "s.txt"
+    data.write_text("A cat sat on the mat.\nThe dog barked.\nShe is a nurse today.\nHi.\n")
+    diag = diagnose(tiny_roberta_dir, str(data), tmp_path / "d1", metrics="original,word_l2r")
+    assert diag.causal is None and set(diag.stats) == {"original", "word_l2r"}
+    assert not (tmp_path / "d1" / "causal.png").exists()
+    assert_png(tmp_path / "d1" / "length.png")
+    assert "r(PLL, causal LL)" not in (tmp_path / "d1" / "report.md").read_text()
+
+    out = tmp_path / "d2"
+    assert (
+        main(
+            [
+                "diagnose",
+                "-m",
+                tiny_roberta_dir,
+                "--limit",
+                "2",
+                "--metric",
+                "word_l2r",
+                "-o",
+                str(out),
+                "--no-progress",
+            ]
+        )
+        == 0
+    )
+    assert "# PLL diagnosis" in capsys.readouterr().out
+    assert len(list(csv.DictReader((out / "sentences.csv").open()))) == 4

@@ -1,0 +1,122 @@
+"""``pll-harness explain``: per-token tables, the two-sentence difference and the chart."""
+
+from __future__ import annotations
+
+import json
+import math
+
+import pytest
+from tools_support import assert_png
+
+from pll_harness.masking import PLL_METRICS
+from pll_harness.scorer import PLLScorer
+from pll_harness.tools.cli import main
+from pll_harness.tools.common import MLMScorers
+from pll_harness.tools.explain import (
+    align,
+    difference_report,
+    explain,
+    explain_sentences,
+    plot_explanations,
+    token_table,
+)
+
+SOUVENIR = "The traveler lost the souvenir."
+
+
+@pytest.fixture(scope="module")
+def scorers(tiny_bert_dir) -> MLMScorers:
+    return MLMScorers(tiny_bert_dir, list(PLL_METRICS), device="cpu")
+
+
+def test_explanation_matches_scorer(scorers, tiny_bert_dir):
+    (explanation,) = explain_sentences(scorers, [SOUVENIR])
+    assert explanation.metrics == list(PLL_METRICS)
+    reference = PLLScorer.from_pretrained(tiny_bert_dir, pll_metric="original", device="cpu")
+    (expected,) = reference.score([SOUVENIR])
+    assert explanation.tokens == expected.tokens
+    assert explanation.token_logprobs["original"] == pytest.approx(expected.token_logprobs)
+    # words: "souvenir" is one word of several pieces, the period its own word
+    assert "souvenir" in explanation.words and explanation.words[-1] == "."
+    spans = explanation.spans
+    assert len(spans) == len(explanation.words) == 6
+    assert max(b - a for a, b in spans) > 1
+    # the first piece of a multi-token word is easier under original than word_l2r
+    start = next(a for a, b in spans if b - a > 1)
+    lp = explanation.token_logprobs
+    assert lp["original"][start] > lp["word_l2r"][start]
+
+
+def test_token_table_lists_every_token_and_sum(scorers):
+    (explanation,) = explain_sentences(scorers, [SOUVENIR])
+    table = token_table(explanation)
+    lines = table.splitlines()
+    assert "PLL-word-l2r" in lines[0] and "PLL-original" in lines[0]
+    assert len(lines) == 2 + len(explanation.tokens) + 1
+    assert "┌" in table and "└" in table  # multi-piece word grouped
+    assert f"{explanation.total('word_l2r'):.2f}" in lines[-1]
+
+
+def test_difference_rows_sum_to_sentence_difference(scorers):
+    a, b = explain_sentences(scorers, ["She is a nurse.", "He is a nurse."])
+    rows = align(a, b)
+    for metric in PLL_METRICS:
+        total = math.fsum(r.delta[metric] for r in rows)
+        assert total == pytest.approx(a.total(metric) - b.total(metric), abs=1e-6)
+    shared = [r for r in rows if r.token_a == r.token_b]
+    assert [r.token_a for r in shared][-3:] == ["a", "nurse", "."]
+    report = difference_report(a, b)
+    assert "PLL(A) − PLL(B)" in report and "largest shares" in report
+
+
+def test_plot_has_one_bar_per_token_and_metric(scorers, tmp_path):
+    texts = [SOUVENIR, "A cat sat on the mat."]
+    explanations = explain_sentences(scorers, texts)
+    fig = plot_explanations(explanations)
+    axes = fig.axes
+    assert len(axes) == 2
+    for ax, explanation in zip(axes, explanations, strict=True):
+        assert len(ax.containers) == len(PLL_METRICS)
+        for container, metric in zip(ax.containers, PLL_METRICS, strict=True):
+            heights = [bar.get_height() for bar in container]
+            assert heights == pytest.approx(list(explanation.token_logprobs[metric]))
+        labels = [t.get_text() for t in ax.get_xticklabels()]
+        assert labels == list(explanation.tokens)
+        multi = [(a, b) for a, b in explanation.spans if b - a > 1]
+        word_labels = [t.get_text() for t in ax.texts]
+        assert len(word_labels) == len(multi)  # one shaded, labelled band per such word
+    assert "souvenir" in [t.get_text() for t in axes[0].texts]
+    out = tmp_path / "fig.png"
+    fig.savefig(out)
+    assert_png(out)
+
+
+def test_explain_function_and_cli(tiny_roberta_dir, tmp_path, capsys):
+    out = tmp_path / "two.png"
+    text = explain(
+        ["She is a nurse.", "He is a nurse."],
+        tiny_roberta_dir,
+        metrics="original,word_l2r",
+        plot=out,
+    )
+    assert text.startswith("A: She is a nurse.")
+    assert "Δ PLL-word-l2r" in text and "PLL-whole-word" not in text
+    assert_png(out)
+
+    assert (
+        main(["explain", "-m", tiny_roberta_dir, SOUVENIR, "--plot", str(tmp_path / "one.png")])
+        == 0
+    )
+    shown = capsys.readouterr().out
+    assert "PLL-sentence-l2r" in shown and "souvenir" in shown
+    assert_png(tmp_path / "one.png")
+
+    assert (
+        main(["explain", "-m", tiny_roberta_dir, "--metric", "word_l2r", "--json", SOUVENIR]) == 0
+    )
+    (record,) = json.loads(capsys.readouterr().out)
+    assert list(record["token_logprobs"]) == ["word_l2r"]
+    assert record["totals"]["word_l2r"] == pytest.approx(
+        math.fsum(record["token_logprobs"]["word_l2r"])
+    )
+    assert main(["explain", "-m", tiny_roberta_dir, "a.", "b.", "c."]) == 1

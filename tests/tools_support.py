@@ -1,0 +1,56 @@
+"""Helpers shared by the ``test_tools_*`` files: a tiny causal LM and PNG checks."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+TESTS_DIR = Path(__file__).resolve().parent
+TINY_ROBERTA = TESTS_DIR / "fixtures" / "models" / "tiny-roberta-bpe"
+PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
+
+
+def build_tiny_gpt2(folder: Path) -> Path:
+    """A random 1-layer GPT-2 beside a copy of the tiny RoBERTa's byte-level BPE tokenizer
+    (``<s>`` serves as BOS): loadable by ``AutoModelForCausalLM`` from a local folder."""
+    import torch
+    from transformers import AutoTokenizer, GPT2Config, GPT2LMHeadModel
+
+    folder.mkdir(parents=True, exist_ok=True)
+    for name in ("tokenizer.json", "tokenizer_config.json"):
+        shutil.copy(TINY_ROBERTA / name, folder / name)
+    tokenizer = AutoTokenizer.from_pretrained(folder)
+    torch.manual_seed(0)
+    config = GPT2Config(
+        vocab_size=len(tokenizer),
+        n_positions=64,
+        n_embd=16,
+        n_layer=1,
+        n_head=2,
+        bos_token_id=tokenizer.bos_token_id,
+        eos_token_id=tokenizer.eos_token_id,
+    )
+    GPT2LMHeadModel(config).eval().save_pretrained(folder)
+    return folder
+
+
+def causal_reference(folder: Path, sentence: str, context: str = "") -> float:
+    """log P(sentence | BOS [+ context]) computed the plain way, one forward pass."""
+    import torch
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    tokenizer = AutoTokenizer.from_pretrained(folder)
+    model = AutoModelForCausalLM.from_pretrained(folder).eval()
+    full = tokenizer.encode((context + sentence).strip(), add_special_tokens=False)
+    prefix = tokenizer.encode(context.strip(), add_special_tokens=False) if context else []
+    ids = [tokenizer.bos_token_id, *full]
+    with torch.no_grad():
+        logprobs = model(torch.tensor([ids])).logits[0, :-1].log_softmax(-1)
+    per_token = logprobs.gather(1, torch.tensor(ids[1:])[:, None])[:, 0]
+    return float(per_token[len(prefix) :].sum())
+
+
+def assert_png(path: Path) -> None:
+    assert path.is_file(), path
+    data = path.read_bytes()
+    assert len(data) > 1000 and data.startswith(PNG_MAGIC), path
