@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import logging
+import time
 from pathlib import Path
 from typing import Any
 
@@ -20,7 +21,8 @@ from pll_harness.loading import load_masked_lm
 from pll_harness.masking import DEFAULT_METRIC, check_metric
 from pll_harness.scorer import PLLScorer, SentenceScore
 
-logger = logging.getLogger(__name__)
+# A child of lm-eval's logger, so that our messages share its handler and --verbosity.
+logger = logging.getLogger(f"lm_eval.{__name__}")
 
 _TRUE = {"true", "1", "yes"}
 _FALSE = {"false", "0", "no"}
@@ -189,7 +191,17 @@ class PLLMaskedLM(LM):
             desc=f"{description} (rank 0's share)",
             disable=disable_tqdm or self.rank != 0,
         ) as bar:
+            started = time.perf_counter()
             scores = self.scorer.score_jobs([jobs[i] for i in mine], progress=bar.update)
+        logger.info(
+            "Rank %d scored %d of %d distinct requests (cost %d of %d) in %.2f s.",
+            self.rank,
+            len(mine),
+            len(jobs),
+            sum(jobs[i].cost for i in mine),
+            sum(job.cost for job in jobs),
+            time.perf_counter() - started,
+        )
         pooled: dict[int, SentenceScore] = {}
         for part in self._group.all_gather_object(dict(zip(mine, scores, strict=True))):
             pooled.update(part)

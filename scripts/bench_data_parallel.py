@@ -1,0 +1,116 @@
+"""Wall time of one process against N data-parallel processes on the same lm-eval workload.
+
+Runs ``lm_eval --model pll-mlm`` once as a single process and once under
+``accelerate launch --num_processes N`` (CPU with gloo unless --gpu), on the same tasks,
+then prints both wall times, the speed-up, the scaling efficiency (speed-up / N), how
+evenly the cost-balanced shards finished (from each rank's log line), and the largest
+difference between the two runs' per-request log-probabilities.
+
+    python scripts/bench_data_parallel.py --model tests/fixtures/models/tiny-bert-wordpiece \
+        --tasks blimp_pll --limit 30 --processes 2
+
+Wall time includes start-up (loading lm-eval, the model and the tasks), which the
+processes do in parallel but which does not shrink with N; the per-rank scoring times show
+the part that does.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+RANK_LINE = re.compile(r"Rank (\d+) scored (\d+) of (\d+) distinct requests .* in ([\d.]+) s")
+
+
+def run(command: list[str], env: dict[str, str]) -> tuple[float, str]:
+    started = time.perf_counter()
+    result = subprocess.run(command, env=env, capture_output=True, text=True)
+    elapsed = time.perf_counter() - started
+    if result.returncode != 0:
+        sys.exit(f"{' '.join(command)} failed:\n{result.stderr[-4000:]}")
+    return elapsed, result.stderr + result.stdout
+
+
+def sample_scores(out: Path) -> dict[tuple[str, int], list[float]]:
+    scores = {}
+    for path in out.rglob("samples_*.jsonl"):
+        task = path.name.removeprefix("samples_").rsplit("_", 1)[0]
+        for line in path.read_text().splitlines():
+            sample = json.loads(line)
+            scores[(task, sample["doc_id"])] = [r[0][0] for r in sample["resps"]]
+    return scores
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--model", default="tests/fixtures/models/tiny-bert-wordpiece")
+    parser.add_argument("--metric", default="word_l2r")
+    parser.add_argument("--tasks", default="blimp_pll")
+    parser.add_argument("--limit", type=int, default=30)
+    parser.add_argument("--processes", type=int, default=2)
+    parser.add_argument("--gpu", action="store_true", help="one GPU per process")
+    parser.add_argument("--json", type=Path, help="also write the results here")
+    args = parser.parse_args()
+
+    cores = os.cpu_count() or 1
+    bin_dir = Path(sys.executable).parent
+    common = [
+        "--model", "pll-mlm",
+        "--model_args", f"pretrained={args.model},pll_metric={args.metric}",
+        "--tasks", args.tasks, "--limit", str(args.limit), "--batch_size", "auto",
+        "--log_samples", "--device", "cuda" if args.gpu else "cpu",
+    ]  # fmt: skip
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1",
+           "TOKENIZERS_PARALLELISM": "false"}  # fmt: skip
+    with tempfile.TemporaryDirectory() as tmp:
+        one_out, many_out = Path(tmp, "one"), Path(tmp, "many")
+        single_time, _ = run(
+            [str(bin_dir / "lm_eval"), *common, "--output_path", str(one_out)],
+            {**env, "OMP_NUM_THREADS": str(cores)},
+        )
+        launcher = [str(bin_dir / "accelerate"), "launch", "--num_processes",
+                    str(args.processes), "--num_machines", "1", "--mixed_precision", "no",
+                    "--dynamo_backend", "no"]  # fmt: skip
+        if not args.gpu:
+            launcher.append("--cpu")
+        threads = max(1, cores // args.processes) if not args.gpu else cores
+        many_time, log = run(
+            [*launcher, "-m", "lm_eval", *common, "--output_path", str(many_out)],
+            {**env, "OMP_NUM_THREADS": str(threads)},
+        )
+        one, many = sample_scores(one_out), sample_scores(many_out)
+    if one.keys() != many.keys():
+        sys.exit("the two runs scored different requests")
+    max_diff = max(abs(a - b) for key in one for a, b in zip(one[key], many[key], strict=True))
+    ranks = [(int(r), int(n), float(t)) for r, n, _, t in RANK_LINE.findall(log)]
+    speedup = single_time / many_time
+    result = {
+        "model": args.model,
+        "metric": args.metric,
+        "tasks": args.tasks,
+        "limit": args.limit,
+        "processes": args.processes,
+        "device": "cuda" if args.gpu else f"cpu ({cores} cores)",
+        "requests": sum(len(v) for v in one.values()),
+        "single_process_s": round(single_time, 2),
+        "data_parallel_s": round(many_time, 2),
+        "speedup": round(speedup, 3),
+        "scaling_efficiency": round(speedup / args.processes, 3),
+        "rank_scoring_s": ranks,
+        "max_abs_logprob_diff": max_diff,
+    }
+    print(json.dumps(result, indent=2))
+    if args.json:
+        args.json.parent.mkdir(parents=True, exist_ok=True)
+        args.json.write_text(json.dumps(result, indent=2) + "\n")
+
+
+if __name__ == "__main__":
+    main()
