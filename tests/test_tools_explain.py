@@ -112,8 +112,22 @@ def test_explain_function_and_cli(tiny_roberta_dir, tmp_path, capsys):
     assert_png(tmp_path / "one.png")
 
     assert (
-        main(["explain", "-m", tiny_roberta_dir, "--metric", "word_l2r", "--json", SOUVENIR]) == 0
+        main(
+            [
+                "explain",
+                "-m",
+                tiny_roberta_dir,
+                "--metric",
+                "word_l2r",
+                "--json",
+                SOUVENIR,
+                "--plot",
+                str(tmp_path / "j.png"),
+            ]
+        )
+        == 0
     )
+    assert_png(tmp_path / "j.png")
     (record,) = json.loads(capsys.readouterr().out)
     assert list(record["token_logprobs"]) == ["word_l2r"]
     assert record["totals"]["word_l2r"] == pytest.approx(

@@ -124,6 +124,8 @@ def test_jsonl_with_causal_column(tmp_path, tiny_roberta_dir, tiny_gpt2):
     )
     records = [json.loads(line) for line in out.read_text().splitlines()]
     assert len(records) == len(SENTENCES)
+    with pytest.raises(ValueError, match="--causal"):  # resuming without the causal column
+        score_file(_sentences(), tiny_roberta_dir, out, metrics="original,word_l2r", progress=False)
     for record in records:
         assert set(record) >= {"pll_original", "pll_word_l2r", "causal_logprob", "tokens"}
         assert "pll_whole_word" not in record
@@ -174,7 +176,7 @@ def test_resume_skips_written_sentences(tmp_path, tiny_bert_dir, bert_scorers):
     assert len(list(csv.DictReader(out.open()))) == 1
 
 
-def test_resume_jsonl_with_token_trim(tmp_path, tiny_bert_dir, bert_scorers):
+def test_resume_trims_token_file(tmp_path, tiny_bert_dir, bert_scorers):
     out, tokens = tmp_path / "s.csv", tmp_path / "t.csv"
     score_file(
         _sentences()[:1],
@@ -193,6 +195,22 @@ def test_resume_jsonl_with_token_trim(tmp_path, tiny_bert_dir, bert_scorers):
     rows = list(csv.DictReader(out.open()))
     token_rows = list(csv.DictReader(tokens.open()))
     assert len(token_rows) == sum(int(r["n_tokens"]) for r in rows) > n_first
+
+
+def test_tokens_added_on_resume_get_a_header(tmp_path, tiny_bert_dir, bert_scorers):
+    out, tokens = tmp_path / "s.csv", tmp_path / "t.csv"
+    score_file(_sentences()[:1], tiny_bert_dir, out, scorers=bert_scorers, progress=False)
+    score_file(
+        _sentences()[:2],
+        tiny_bert_dir,
+        out,
+        token_output=tokens,
+        scorers=bert_scorers,
+        progress=False,
+    )
+    token_rows = list(csv.DictReader(tokens.open()))
+    assert {r["id"] for r in token_rows} == {"1"}
+    assert list(token_rows[0])[:3] == ["id", "token_index", "token"]
 
 
 def test_cli_score_stdin_and_file(tmp_path, tiny_bert_dir, capsys, monkeypatch):

@@ -97,6 +97,7 @@ def build_parser() -> argparse.ArgumentParser:
     score.add_argument(
         "--output",
         "-o",
+        metavar="PATH",
         help="output file (.csv or .jsonl); default: CSV on stdout (not resumable)",
     )
     score.add_argument(
@@ -118,12 +119,14 @@ def build_parser() -> argparse.ArgumentParser:
         "--chunk-size",
         type=int,
         default=256,
+        metavar="N",
         help="sentences scored and written per step (default 256)",
     )
     score.add_argument(
         "--max-batch-tokens",
         type=int,
         default=None,
+        metavar="N",
         help="padded tokens per forward pass (default: engine's choice)",
     )
     score.add_argument("--no-progress", action="store_true", help="no progress bar")
@@ -167,12 +170,14 @@ def build_parser() -> argparse.ArgumentParser:
         "--limit",
         type=int,
         default=None,
+        metavar="N",
         help="first N sentences of a file / N pairs of EventsAdapt",
     )
     diagnose.add_argument(
         "--output-dir",
         "-o",
         default="pll-diagnosis",
+        metavar="DIR",
         help="folder for the report (default: pll-diagnosis)",
     )
     diagnose.add_argument("--no-progress", action="store_true", help="no progress bar")
@@ -194,6 +199,7 @@ def build_parser() -> argparse.ArgumentParser:
         "--output-dir",
         "-o",
         default="pll-leaderboard",
+        metavar="DIR",
         help="folder for the outputs (default: pll-leaderboard)",
     )
     compare.add_argument(
@@ -239,15 +245,18 @@ def run(args: argparse.Namespace) -> int:
         if args.json:
             import json
 
+            from pll_harness.tools.explain import plot_explanations
+
+            if not 1 <= len(args.sentences) <= 2:
+                raise ValueError("explain takes one sentence, or two to compare.")
             scorers = common.MLMScorers(
                 args.model, common.parse_metrics(args.metric), device=args.device
             )
-            if not 1 <= len(args.sentences) <= 2:
-                raise ValueError("explain takes one sentence, or two to compare.")
-            data = [e.as_dict() for e in explain_sentences(scorers, args.sentences)]
+            explanations = explain_sentences(scorers, args.sentences)
             if args.plot:
-                explain(args.sentences, plot=args.plot, scorers=scorers)
-            print(json.dumps(data, ensure_ascii=False, indent=2))
+                title = common.short_model_name(args.model)
+                common.save_figure(plot_explanations(explanations, title), args.plot)
+            print(json.dumps([e.as_dict() for e in explanations], ensure_ascii=False, indent=2))
         else:
             print(explain(args.sentences, args.model, args.metric, args.plot, args.device), end="")
     elif args.command == "diagnose":

@@ -108,18 +108,19 @@ class _Writer:
             self._trim_token_file(overwrite)
         mode = "a" if self.done else "w"
         self.handle: TextIO = open(path, mode, encoding="utf-8", newline="") if path else sys.stdout  # noqa: SIM115
-        self.tokens: TextIO | None = (
-            open(token_path, "a" if self.done else "w", encoding="utf-8", newline="")  # noqa: SIM115
-            if token_path
-            else None
+        new_tokens = token_path is not None and (
+            not self.done or not token_path.exists() or token_path.stat().st_size == 0
         )
+        self.tokens: TextIO | None = None
+        if token_path is not None:
+            self.tokens = open(token_path, "w" if new_tokens else "a", encoding="utf-8", newline="")  # noqa: SIM115
         if fmt == "csv":
             self.csv = csv.DictWriter(self.handle, columns, extrasaction="ignore")
             if not self.done:
                 self.csv.writeheader()
             if self.tokens is not None:
                 self.token_csv = csv.DictWriter(self.tokens, token_cols, extrasaction="ignore")
-                if not self.done:
+                if new_tokens:
                     self.token_csv.writeheader()
 
     def _read_done(self) -> dict[str, str]:
@@ -139,12 +140,14 @@ class _Writer:
             rows = list(reader)
         else:
             rows = [json.loads(line) for line in text.splitlines() if line.strip()]
-            missing = [c for c in self.columns if rows and c not in rows[0]]
-            if missing:
-                raise ValueError(
-                    f"{self.path} lacks {missing} (other metrics or --causal?). Use "
-                    "another output file or --overwrite."
-                )
+            if rows:
+                present = [k for k in rows[0] if k != "tokens" and not k.startswith("causal_tok")]
+                if set(present) != set(self.columns):
+                    raise ValueError(
+                        f"{self.path} has fields {present}, but this run writes "
+                        f"{self.columns} (other metrics or --causal?). Use another output "
+                        "file or --overwrite."
+                    )
         return {str(row["id"]): str(row["text"]) for row in rows}
 
     def _trim_token_file(self, overwrite: bool) -> None:
