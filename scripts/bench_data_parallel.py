@@ -44,7 +44,7 @@ def sample_scores(out: Path) -> dict[tuple[str, int], list[float]]:
         task = path.name.removeprefix("samples_").rsplit("_", 1)[0]
         for line in path.read_text().splitlines():
             sample = json.loads(line)
-            scores[(task, sample["doc_id"])] = [r[0][0] for r in sample["resps"]]
+            scores[(task, sample["doc_id"])] = [float(r[0][0]) for r in sample["resps"]]
     return scores
 
 

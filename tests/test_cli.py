@@ -7,16 +7,15 @@ makes ``--model pll-mlm`` available.
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+from lm_eval_runs import BIN, run_checked, write_pair_task
 
 from pll_harness.scorer import PLLScorer
 
-BIN = Path(sys.executable).parent
 PAIRS = [
     ("The traveler lost the souvenir.", "The souvenir lost the traveler."),
     ("The hooligan wrecked the souvenir.", "The souvenir wrecked the hooligan."),
@@ -25,15 +24,7 @@ PAIRS = [
 
 
 def run(args: list[str], cwd: Path) -> subprocess.CompletedProcess:
-    env = {
-        **os.environ,
-        "HF_HUB_OFFLINE": "1",
-        "HF_DATASETS_OFFLINE": "1",
-        "TOKENIZERS_PARALLELISM": "false",
-    }
-    result = subprocess.run(args, cwd=cwd, env=env, capture_output=True, text=True, timeout=600)
-    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-6000:]
-    return result
+    return run_checked(args, cwd)
 
 
 def test_startup_hook_loads_nothing_heavy(tmp_path):
@@ -59,23 +50,7 @@ def test_registry_resolves_pll_mlm_and_keeps_lm_evals_models(tmp_path):
 def pair_task(tmp_path) -> Path:
     folder = tmp_path / "tasks"
     folder.mkdir()
-    data = folder / "pairs.jsonl"
-    data.write_text("".join(json.dumps({"good": g, "bad": b}) + "\n" for g, b in PAIRS))
-    (folder / "unit_pairs.yaml").write_text(
-        f"""task: pll_unit_pairs
-dataset_path: json
-dataset_kwargs:
-  data_files:
-    test: {data}
-test_split: test
-output_type: multiple_choice
-doc_to_text: ""
-doc_to_choice: "{{{{[good, bad]}}}}"
-doc_to_target: 0
-metric_list:
-  - metric: acc
-"""
-    )
+    write_pair_task(folder, "pll_unit_pairs", PAIRS)
     return folder
 
 
@@ -113,7 +88,7 @@ def test_lm_eval_cli_scores_with_pll_mlm(tmp_path, pair_task, tiny_bert_dir, com
     assert results["acc,none"] == pytest.approx(sum(wins) / len(PAIRS))
     (samples_file,) = out.rglob("samples_pll_unit_pairs_*.jsonl")
     first = json.loads(samples_file.read_text().splitlines()[0])
-    assert first["resps"][0][0][0] == pytest.approx(scores[0].logprob, abs=1e-5)
+    assert float(first["resps"][0][0][0]) == pytest.approx(scores[0].logprob, abs=1e-5)
 
 
 @pytest.mark.slow

@@ -3,16 +3,12 @@
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
+from lm_eval_runs import BIN, run_checked, write_pair_task
 
 from pll_harness.distributed import balance_by_cost
-
-BIN = Path(sys.executable).parent
 
 
 def test_balance_by_cost_evens_out_the_parts():
@@ -46,34 +42,7 @@ SENTENCES = [
 ]
 
 
-def write_task(folder: Path) -> None:
-    data = folder / "pairs.jsonl"
-    data.write_text("".join(json.dumps({"good": g, "bad": b}) + "\n" for g, b in SENTENCES))
-    (folder / "dp_pairs.yaml").write_text(
-        f"""task: pll_dp_pairs
-dataset_path: json
-dataset_kwargs:
-  data_files:
-    test: {data}
-test_split: test
-output_type: multiple_choice
-doc_to_text: ""
-doc_to_choice: "{{{{[good, bad]}}}}"
-doc_to_target: 0
-metric_list:
-  - metric: acc
-"""
-    )
-
-
 def run_eval(launcher: list[str], folder: Path, model_dir: str, out: Path) -> dict:
-    env = {
-        **os.environ,
-        "HF_HUB_OFFLINE": "1",
-        "HF_DATASETS_OFFLINE": "1",
-        "TOKENIZERS_PARALLELISM": "false",
-        "OMP_NUM_THREADS": "1",
-    }
     args = [
         *launcher,
         "--model",
@@ -92,20 +61,19 @@ def run_eval(launcher: list[str], folder: Path, model_dir: str, out: Path) -> di
         str(out),
         "--log_samples",
     ]
-    result = subprocess.run(args, cwd=folder, env=env, capture_output=True, text=True, timeout=900)
-    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-6000:]
+    run_checked(args, folder, OMP_NUM_THREADS="1")
     (results_file,) = out.rglob("results_*.json")
     (samples_file,) = out.rglob("samples_pll_dp_pairs_*.jsonl")
     samples = [json.loads(line) for line in samples_file.read_text().splitlines()]
     return {
         "acc": json.loads(results_file.read_text())["results"]["pll_dp_pairs"]["acc,none"],
-        "scores": {s["doc_id"]: [r[0][0] for r in s["resps"]] for s in samples},
+        "scores": {s["doc_id"]: [float(r[0][0]) for r in s["resps"]] for s in samples},
     }
 
 
 @pytest.mark.slow
 def test_two_cpu_processes_match_one(tmp_path, tiny_bert_dir):
-    write_task(tmp_path)
+    write_pair_task(tmp_path, "pll_dp_pairs", SENTENCES)
     single = run_eval([str(BIN / "lm_eval")], tmp_path, tiny_bert_dir, tmp_path / "one")
     double = run_eval(
         [

@@ -1,0 +1,41 @@
+"""Helpers for tests that drive the real lm-eval CLI in a subprocess, offline."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+BIN = Path(sys.executable).parent
+OFFLINE = {"HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false"}
+
+
+def run_checked(args: list[str], cwd: Path, **extra_env: str) -> subprocess.CompletedProcess:
+    """Run a command offline; fail the test with the end of its output if it fails."""
+    env = {**os.environ, **OFFLINE, **extra_env}
+    result = subprocess.run(args, cwd=cwd, env=env, capture_output=True, text=True, timeout=900)
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-6000:]
+    return result
+
+
+def write_pair_task(folder: Path, task: str, pairs: list[tuple[str, str]]) -> None:
+    """A two-choice task over (good, bad) pairs, scored by lm-eval's own ``acc``."""
+    data = folder / f"{task}.jsonl"
+    data.write_text("".join(json.dumps({"good": g, "bad": b}) + "\n" for g, b in pairs))
+    (folder / f"{task}.yaml").write_text(
+        f"""task: {task}
+dataset_path: json
+dataset_kwargs:
+  data_files:
+    test: {data}
+test_split: test
+output_type: multiple_choice
+doc_to_text: ""
+doc_to_choice: "{{{{[good, bad]}}}}"
+doc_to_target: 0
+metric_list:
+  - metric: acc
+"""
+    )
