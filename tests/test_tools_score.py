@@ -48,9 +48,19 @@ def _sentences(texts=SENTENCES) -> list[Sentence]:
     return [Sentence(str(i), t) for i, t in enumerate(texts)]
 
 
-def test_resolve_model_name_is_identity_for_now():
+def test_resolve_model_name_passes_hub_names_and_folders():
     assert resolve_model_name("bert-base-cased") == "bert-base-cased"
     assert resolve_model_name("some/folder") == "some/folder"
+
+
+def test_resolve_model_name_knows_the_demo_model(tmp_path, monkeypatch):
+    from pll_harness import loading
+
+    (tmp_path / "pll-demo").mkdir()
+    (tmp_path / "pll-demo" / "config.json").write_text("{}")
+    monkeypatch.setattr(loading, "PACKAGED_MODELS", tmp_path)
+    monkeypatch.chdir(tmp_path / "pll-demo")
+    assert resolve_model_name("pll-demo") == str(tmp_path / "pll-demo")
 
 
 def test_parse_metrics():

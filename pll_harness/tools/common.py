@@ -39,12 +39,12 @@ TEXT_COLUMNS = ("sentence", "text", "sent", "sentences")
 
 
 def resolve_model_name(name: str) -> str:
-    """Map a ``--model`` value to what ``from_pretrained`` loads.
+    """Map a ``--model`` value to what ``from_pretrained`` loads: ``pll-demo`` becomes the
+    packaged demo model, hub names and local folders pass unchanged (imported here, not at
+    module level, so that ``--help`` does not load torch)."""
+    from pll_harness.loading import resolve_pretrained
 
-    The single place where short names (such as the packaged ``pll-demo``) will be
-    resolved; for now a hub name or a local folder is returned unchanged.
-    """
-    return name
+    return resolve_pretrained(name)
 
 
 def short_model_name(name: str) -> str:
