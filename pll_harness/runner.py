@@ -17,8 +17,9 @@ import torch
 from pll_harness.heads import MaskedLMParts
 from pll_harness.masking import mask_plan
 
-HEAD_CHUNK_ELEMENTS = 1 << 26
-"""Upper bound on logits held at once (rows x vocab), 256 MB in float32."""
+HEAD_CHUNK_ELEMENTS = {"cpu": 1 << 23, "default": 1 << 26}
+"""Upper bound on logits held at once (rows x vocab): 32 MB in float32 on the CPU, where
+bigger chunks gain no speed but add to peak memory; 256 MB on accelerators."""
 
 
 @dataclass(frozen=True)
@@ -202,13 +203,18 @@ class PLLRunner:
     def _head_scores(
         self, target_hidden: torch.Tensor, target_tokens: torch.Tensor
     ) -> tuple[torch.Tensor, torch.Tensor]:
-        """Head, float32 log-softmax and argmax over the vocabulary, in row chunks so that
-        large vocabularies stay within HEAD_CHUNK_ELEMENTS."""
-        chunk = max(1, HEAD_CHUNK_ELEMENTS // self.vocab_size)
+        """Head, float32 log-probability of the target and argmax over the vocabulary, in
+        row chunks so that large vocabularies stay within HEAD_CHUNK_ELEMENTS.
+
+        ``logit[target] - logsumexp(logits)`` equals log-softmax at the target without a
+        second ``[rows x vocab]`` tensor."""
+        budget = HEAD_CHUNK_ELEMENTS.get(target_hidden.device.type, HEAD_CHUNK_ELEMENTS["default"])
+        chunk = max(1, budget // self.vocab_size)
         lp_chunks, top_chunks = [], []
         for start in range(0, target_hidden.shape[0], chunk):
             logits = self.parts.head(target_hidden[start : start + chunk]).float()
             tokens = target_tokens[start : start + chunk]
-            lp_chunks.append(logits.log_softmax(-1).gather(1, tokens[:, None]).squeeze(1).cpu())
+            picked = logits.gather(1, tokens[:, None]).squeeze(1)
+            lp_chunks.append((picked - torch.logsumexp(logits, -1)).cpu())
             top_chunks.append((logits.argmax(-1) == tokens).cpu())
         return torch.cat(lp_chunks), torch.cat(top_chunks)

@@ -1,0 +1,703 @@
+"""Speed benchmark: our PLL engine against minicons and against the machine's matmul peak.
+
+    python -m pll_harness.bench                        # CPU (or CUDA when available)
+    python -m pll_harness.bench --n 400 --metrics word_l2r --minicons-python /path/bin/python
+
+One run scores the same fixed, seeded sample of BLiMP sentences with our engine and with
+minicons' ``MaskedLMScorer`` (run by the python of its own venv, made with
+``scripts/make_minicons_venv.sh`` when missing), checks that both give the same sentence
+scores, and reports sentences/s, scored tokens/s, peak memory, useful FLOP/s as a fraction
+of a matmul peak measured in the same run, and the speed-up ours/minicons.  Each engine x
+metric x dtype runs in a subprocess of its own, so that peak RSS figures do not mix.
+Results go to ``bench/results/<machine>-<date>.json`` and ``.md`` (with the command).
+
+Model: ``--model DIR``, else ``<shared>/models/bert-base-cased`` when present, else a
+random-weight BERT-base (12 layers, 768 hidden, 12 heads, 3072 intermediate, vocab 28996)
+with a cased WordPiece tokenizer trained on BLiMP + EventsAdapt text, built once and cached
+under ``$PLL_BENCH_CACHE`` (default ``~/.cache/pll_harness/bench``).  Speed does not depend
+on the weights; the report says which model was used.
+
+Useful FLOPs (what a perfect engine must compute; padding, full-vocabulary logits at
+non-target positions and other waste do not count), for a copy of L real tokens::
+
+    encoder(L) = layers * (8*L*d^2 + 4*L*d*f + 4*L^2*d)
+                 # Q, K, V, output projections 4 x (2*L*d*d); FFN 2 x (2*L*d*f);
+                 # attention scores Q.K^T and weights.V 2 x (2*L*L*d)
+    head       = 2*d^2 + 2*d*V   # MLM transform dense + vocabulary projection, per target
+
+    useful = sum over copies of encoder(L) + n_targets * head
+
+(``original`` and ``word_l2r`` need one copy per target; embeddings, layer norms, biases,
+softmax and GELU are left out, as is usual.)  The matmul peak is the best of several
+torch fp32 ``mm`` calls on 4096 x 4096 matrices (2*n^3 FLOPs each) with the same thread
+count, measured in the same run.
+
+This module imports only the standard library at the top so that minicons' venv (which
+has transformers<5 and no pll_harness) can run its worker part.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import json
+import os
+import platform
+import random
+import resource
+import shlex
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+MINICONS_METRICS = {"original": "original", "word_l2r": "within_word_l2r"}
+BERT_BASE = {
+    "vocab_size": 28996,
+    "hidden_size": 768,
+    "num_hidden_layers": 12,
+    "num_attention_heads": 12,
+    "intermediate_size": 3072,
+}
+RANDOM_MODEL_NAME = "random-bert-base-cased-arch"
+WARMUP_SENTENCES = 8
+
+
+# --------------------------------------------------------------------------------------
+# Data and model
+
+
+def default_shared() -> Path:
+    """``../shared`` beside the repository (or /work/shared)."""
+    beside = REPO_ROOT.parent / "shared"
+    return beside if beside.is_dir() else Path("/work/shared")
+
+
+def blimp_sentences(blimp_dir: Path) -> list[str]:
+    """Every good and bad BLiMP sentence, in file order."""
+    files = sorted(blimp_dir.glob("*.jsonl"))
+    if not files:
+        raise SystemExit(f"no BLiMP *.jsonl files under {blimp_dir} (use --data)")
+    sentences = []
+    for path in files:
+        for line in path.read_text().splitlines():
+            if line.strip():
+                row = json.loads(line)
+                sentences += [row["sentence_good"], row["sentence_bad"]]
+    return sentences
+
+
+def sample_sentences(blimp_dir: Path, n: int, seed: int) -> list[str]:
+    pool = blimp_sentences(blimp_dir)
+    return random.Random(seed).sample(pool, min(n, len(pool)))
+
+
+def eventsadapt_sentences(shared: Path) -> list[str]:
+    import csv
+
+    path = shared / "data" / "eventsadapt" / "clean_EventsAdapt_SentenceSet.csv"
+    if not path.is_file():
+        return []
+    with path.open(newline="") as handle:
+        return [row["Sentence"] for row in csv.DictReader(handle) if row.get("Sentence")]
+
+
+def cache_dir() -> Path:
+    root = os.environ.get("PLL_BENCH_CACHE")
+    return Path(root) if root else Path.home() / ".cache" / "pll_harness" / "bench"
+
+
+def resolve_model(args: argparse.Namespace) -> tuple[Path, str]:
+    """(model folder, description) for the run."""
+    if args.model:
+        return Path(args.model), f"checkpoint {args.model}"
+    real = args.shared / "models" / "bert-base-cased"
+    if (real / "config.json").is_file():
+        return real, f"bert-base-cased checkpoint from {real}"
+    target = cache_dir() / RANDOM_MODEL_NAME
+    if not (target / "DONE").is_file():
+        print(f"building random-weight BERT-base + WordPiece tokenizer in {target} ...")
+        build_random_bert(target, args.shared)
+    return target, (
+        "random-weight BERT-base architecture (12x768, 12 heads, 3072 FFN, vocab 28996), "
+        "cased WordPiece tokenizer trained on BLiMP + EventsAdapt (no bert-base-cased "
+        f"checkpoint under {args.shared / 'models'}); cached at {target}"
+    )
+
+
+def build_random_bert(target: Path, shared: Path) -> None:
+    """Random-weight bert-base-cased architecture with a WordPiece tokenizer of 28996 ids,
+    saved so that transformers 4 (minicons) and 5 (us) both load it."""
+    import torch
+    from tokenizers import BertWordPieceTokenizer
+    from transformers import BertConfig, BertForMaskedLM, BertTokenizerFast
+
+    target.mkdir(parents=True, exist_ok=True)
+    texts = blimp_sentences(shared / "data" / "blimp") + eventsadapt_sentences(shared)
+    trainer = BertWordPieceTokenizer(
+        clean_text=True, handle_chinese_chars=True, strip_accents=False, lowercase=False
+    )
+    specials = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
+    trainer.train_from_iterator(
+        texts, vocab_size=BERT_BASE["vocab_size"], min_frequency=1, special_tokens=specials
+    )
+    vocab = sorted(trainer.get_vocab().items(), key=lambda item: item[1])
+    tokens = [token for token, _ in vocab]
+    tokens += [f"[unused{i}]" for i in range(BERT_BASE["vocab_size"] - len(tokens))]
+    tokenizer = BertTokenizerFast(
+        vocab={token: i for i, token in enumerate(tokens)},
+        do_lower_case=False,
+        model_max_length=512,
+    )
+    tokenizer.save_pretrained(str(target))
+    config_path = target / "tokenizer_config.json"
+    config = json.loads(config_path.read_text())
+    config.update(
+        tokenizer_class="BertTokenizerFast",
+        do_lower_case=False,
+        model_max_length=512,
+        tokenize_chinese_chars=True,
+        strip_accents=None,
+        unk_token="[UNK]",
+        sep_token="[SEP]",
+        pad_token="[PAD]",
+        cls_token="[CLS]",
+        mask_token="[MASK]",
+    )
+    config_path.write_text(json.dumps(config, indent=2, sort_keys=True) + "\n")
+    torch.manual_seed(0)
+    model = BertForMaskedLM(BertConfig(**BERT_BASE, max_position_embeddings=512))
+    model.save_pretrained(str(target))
+    (target / "DONE").write_text("ok\n")
+
+
+# --------------------------------------------------------------------------------------
+# FLOPs
+
+
+def model_shape(model_dir: Path) -> dict[str, int]:
+    config = json.loads((model_dir / "config.json").read_text())
+    hidden = config["hidden_size"]
+    return {
+        "d": hidden,
+        "f": config.get("intermediate_size", 4 * hidden),
+        "layers": config["num_hidden_layers"],
+        "vocab": config["vocab_size"],
+    }
+
+
+def encoder_flops(length: int, shape: dict[str, int]) -> float:
+    """Encoder matmul FLOPs for one copy of ``length`` real tokens (see module docstring)."""
+    d, f = shape["d"], shape["f"]
+    per_layer = 8 * length * d * d + 4 * length * d * f + 4 * length * length * d
+    return float(shape["layers"] * per_layer)
+
+
+def head_flops(shape: dict[str, int]) -> float:
+    """MLM head FLOPs for one target row: transform dense + vocabulary projection."""
+    return float(2 * shape["d"] ** 2 + 2 * shape["d"] * shape["vocab"])
+
+
+def useful_flops(lengths: list[int], copies: list[int], targets: list[int], shape) -> float:
+    return sum(
+        c * encoder_flops(n, shape) + t * head_flops(shape)
+        for n, c, t in zip(lengths, copies, targets, strict=True)
+    )
+
+
+# --------------------------------------------------------------------------------------
+# Workers (each in its own process)
+
+
+def _peak_rss_mb() -> float:
+    # ru_maxrss is in KiB on Linux.
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+
+
+def _current_rss_mb() -> float:
+    try:
+        for line in Path("/proc/self/status").read_text().splitlines():
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) / 1024
+    except OSError:
+        pass
+    return float("nan")
+
+
+def _cuda_stats(torch: Any, device: str) -> dict[str, float]:
+    if not device.startswith("cuda"):
+        return {}
+    torch.cuda.synchronize()
+    return {"cuda_max_allocated_mb": torch.cuda.max_memory_allocated() / 2**20}
+
+
+def worker_matmul(spec: dict[str, Any]) -> dict[str, Any]:
+    """Best fp32 (or ``spec['dtype']``) square-matmul rate with the given threads."""
+    import torch
+
+    torch.set_num_threads(spec["threads"])
+    n = spec.get("size", 4096)
+    device = spec["device"]
+    dtype = getattr(torch, spec.get("dtype", "float32"))
+    a = torch.randn(n, n, device=device).to(dtype)
+    b = torch.randn(n, n, device=device).to(dtype)
+    rates = []
+    for i in range(spec.get("reps", 6) + 2):
+        if device.startswith("cuda"):
+            torch.cuda.synchronize()
+        start = time.perf_counter()
+        torch.mm(a, b)
+        if device.startswith("cuda"):
+            torch.cuda.synchronize()
+        elapsed = time.perf_counter() - start
+        if i >= 2:
+            rates.append(2 * n**3 / elapsed)
+    return {"size": n, "dtype": spec.get("dtype", "float32"), "flops": max(rates), "all": rates}
+
+
+def worker_ours(spec: dict[str, Any]) -> dict[str, Any]:
+    import torch
+
+    from pll_harness.scorer import PLLScorer
+
+    torch.set_num_threads(spec["threads"])
+    texts = spec["texts"]
+    start = time.perf_counter()
+    kwargs: dict[str, Any] = {"dtype": spec["dtype"]}
+    if spec.get("attn_implementation"):
+        kwargs["attn_implementation"] = spec["attn_implementation"]
+    scorer = PLLScorer.from_pretrained(
+        spec["model"],
+        pll_metric=spec["metric"],
+        device=spec["device"],
+        max_batch_tokens=spec.get("max_batch_tokens"),
+        **kwargs,
+    )
+    load_seconds = time.perf_counter() - start
+    rss_loaded = _current_rss_mb()
+    scorer.score(texts[:WARMUP_SENTENCES])
+    rss_warm = _current_rss_mb()
+    if spec["device"].startswith("cuda"):
+        torch.cuda.synchronize()
+        torch.cuda.reset_peak_memory_stats()
+    start = time.perf_counter()
+    results = scorer.score(texts)
+    if spec["device"].startswith("cuda"):
+        torch.cuda.synchronize()
+    seconds = time.perf_counter() - start
+    specials = scorer.specials.count
+    jobs = scorer.distinct_jobs([("", t) for t in texts])[1]
+    job_of = {job.text: job for job in jobs}
+    copies = []
+    for text in texts:
+        plans = [scorer._plan(job_of[text].encoded, w) for w in job_of[text].windows]
+        copies.append(sum(p.n_copies for p in plans))
+    out = {
+        "engine": "ours",
+        "seconds": seconds,
+        "load_seconds": load_seconds,
+        "scores": [r.logprob for r in results],
+        "targets": [len(r.tokens) for r in results],
+        "lengths": [len(r.tokens) + specials for r in results],
+        "copies": copies,
+        "peak_rss_mb": _peak_rss_mb(),
+        "rss_after_load_mb": rss_loaded,
+        "rss_after_warmup_mb": rss_warm,
+        "max_batch_tokens": scorer.runner.batching.max_batch_tokens,
+        "attn_implementation": getattr(scorer.model.config, "_attn_implementation", None),
+        "torch": torch.__version__,
+    }
+    out.update(_cuda_stats(torch, spec["device"]))
+    if spec.get("long_tokens"):
+        out["long"] = _long_check(scorer, spec, torch)
+    return out
+
+
+def _long_check(scorer: Any, spec: dict[str, Any], torch: Any) -> dict[str, Any]:
+    """Score the first targets of one ``long_tokens``-token input: enough copies for three
+    full batches, which is what bounds memory whatever the input's length."""
+    from pll_harness.runner import CopyPlan
+
+    words = " ".join(spec["texts"] * 20).split()
+    body = scorer.tokenizer(" ".join(words), add_special_tokens=False)["input_ids"]
+    text = scorer.tokenizer.decode(body[: spec["long_tokens"] - scorer.specials.count])
+    job = scorer.distinct_jobs([("", text)])[1][0]
+    plan = scorer._plan(job.encoded, job.windows[0])
+    rows = scorer.runner.batching.rows_for(plan.length)
+    keep = min(3 * rows, plan.target_positions.shape[0])
+    used, inverse = torch.unique(plan.target_copies[:keep], return_inverse=True)
+    part = CopyPlan(plan.input_ids, plan.masks[used], plan.target_positions[:keep], inverse)
+    before = _peak_rss_mb()
+    start = time.perf_counter()
+    scorer.runner.run([part])
+    seconds = time.perf_counter() - start
+    n_targets = int(plan.target_positions.shape[0])
+    return {
+        "length": plan.length,
+        "targets_scored": keep,
+        "targets_total": n_targets,
+        "rows_per_batch": rows,
+        "seconds": seconds,
+        "extrapolated_full_seconds": seconds * n_targets / keep,
+        "minicons_logits_gb": n_targets * plan.length * scorer.runner.vocab_size * 4 / 1e9,
+        "peak_rss_mb_before": before,
+        "peak_rss_mb_after": _peak_rss_mb(),
+    }
+
+
+def worker_minicons(spec: dict[str, Any]) -> dict[str, Any]:
+    import torch
+    import transformers
+    from minicons import scorer as mscorer
+
+    torch.set_num_threads(spec["threads"])
+    texts = spec["texts"]
+    batch = spec["minicons_batch"]
+    metric = MINICONS_METRICS[spec["metric"]]
+    start = time.perf_counter()
+    mlm = mscorer.MaskedLMScorer(spec["model"], device=spec["device"])
+    load_seconds = time.perf_counter() - start
+    rss_loaded = _current_rss_mb()
+
+    def run(chunk: list[str]) -> list[tuple[float, int]]:
+        return mlm.sequence_score(
+            chunk, reduction=lambda x: (x.sum(0).item(), int(x.shape[0])), PLL_metric=metric
+        )
+
+    run(texts[:WARMUP_SENTENCES])
+    rss_warm = _current_rss_mb()
+    if spec["device"].startswith("cuda"):
+        torch.cuda.synchronize()
+        torch.cuda.reset_peak_memory_stats()
+    start = time.perf_counter()
+    results = []
+    for first in range(0, len(texts), batch):
+        results += run(texts[first : first + batch])
+    if spec["device"].startswith("cuda"):
+        torch.cuda.synchronize()
+    seconds = time.perf_counter() - start
+    out = {
+        "engine": "minicons",
+        "seconds": seconds,
+        "load_seconds": load_seconds,
+        "scores": [s for s, _ in results],
+        "targets": [n for _, n in results],
+        "peak_rss_mb": _peak_rss_mb(),
+        "rss_after_load_mb": rss_loaded,
+        "rss_after_warmup_mb": rss_warm,
+        "minicons_batch": batch,
+        "transformers": transformers.__version__,
+        "torch": torch.__version__,
+    }
+    out.update(_cuda_stats(torch, spec["device"]))
+    return out
+
+
+WORKERS = {"matmul": worker_matmul, "ours": worker_ours, "minicons": worker_minicons}
+
+
+def worker_main(kind: str, spec_path: str, out_path: str) -> None:
+    spec = json.loads(Path(spec_path).read_text())
+    result = WORKERS[kind](spec)
+    Path(out_path).write_text(json.dumps(result))
+
+
+# --------------------------------------------------------------------------------------
+# Driver
+
+
+def run_worker(python: str, kind: str, spec: dict[str, Any], tmp: Path) -> dict[str, Any]:
+    """Run one worker in a fresh process of ``python`` and return its JSON result."""
+    spec_path, out_path = tmp / f"{kind}-spec.json", tmp / f"{kind}-out.json"
+    spec_path.write_text(json.dumps(spec))
+    out_path.unlink(missing_ok=True)
+    if kind == "minicons":
+        # minicons' venv has no pll_harness: run this file's code by path, from a neutral
+        # directory so that nothing in the repository shadows installed packages.
+        code = (
+            "import runpy, sys; sys.argv = ['bench'] + sys.argv[1:]; "
+            f"runpy.run_path({str(Path(__file__))!r}, run_name='__main__')"
+        )
+        command = [python, "-c", code]
+        cwd = str(tmp)
+    else:
+        command = [python, "-m", "pll_harness.bench"]
+        cwd = None
+    command += ["--worker", kind, str(spec_path), str(out_path)]
+    env = dict(os.environ, TOKENIZERS_PARALLELISM="false", PYTHONWARNINGS="ignore")
+    subprocess.run(command, check=True, cwd=cwd, env=env)
+    return json.loads(out_path.read_text())
+
+
+def ensure_minicons(args: argparse.Namespace) -> str | None:
+    if args.no_minicons:
+        return None
+    if args.minicons_python:
+        return args.minicons_python
+    venv = Path(args.minicons_venv)
+    python = venv / "bin" / "python"
+    if not python.is_file():
+        print(f"creating minicons venv at {venv} (scripts/make_minicons_venv.sh) ...")
+        subprocess.run(["bash", str(REPO_ROOT / "scripts" / "make_minicons_venv.sh"), str(venv)])
+    return str(python) if python.is_file() else None
+
+
+def machine_name(device: str) -> str:
+    if device.startswith("cuda"):
+        import torch
+
+        return torch.cuda.get_device_name(0).replace(" ", "-").lower()
+    cpu = platform.processor() or platform.machine()
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                cpu = line.split(":", 1)[1].strip()
+                break
+    except OSError:
+        pass
+    return f"{cpu.replace(' ', '-').lower()}-{os.cpu_count()}cpu"
+
+
+def other_load() -> list[str]:
+    """Other busy processes (CPU% > 10 since start), so the report says what ran beside."""
+    try:
+        out = subprocess.run(
+            ["ps", "-eo", "pid,pcpu,etime,args", "--sort=-pcpu"],
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout.splitlines()[1:]
+    except (OSError, subprocess.CalledProcessError):
+        return []
+    mine = {os.getpid(), os.getppid()}
+    busy = []
+    for line in out:
+        parts = line.split(None, 3)
+        if len(parts) == 4 and float(parts[1]) > 10 and int(parts[0]) not in mine:
+            busy.append(f"pid {parts[0]} {parts[1]}% cpu, up {parts[2]}: {parts[3][:100]}")
+    return busy[:8]
+
+
+def main(argv: list[str] | None = None) -> None:
+    argv = sys.argv[1:] if argv is None else argv
+    if argv[:1] == ["--worker"]:
+        worker_main(*argv[1:4])
+        return
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--shared", type=Path, default=default_shared(), help="shared folder")
+    parser.add_argument("--data", type=Path, help="BLiMP folder (default <shared>/data/blimp)")
+    parser.add_argument("--model", help="model folder (default: see module docstring)")
+    parser.add_argument("--n", type=int, default=300, help="sentences in the sample")
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--metrics", nargs="+", default=["original", "word_l2r"])
+    parser.add_argument("--device", default=None, help="cpu or cuda (default: cuda if any)")
+    parser.add_argument("--dtypes", nargs="+", help="ours: default float32 (+ bfloat16 on GPU)")
+    parser.add_argument("--threads", type=int, help="torch threads (default: torch's default)")
+    parser.add_argument("--max-batch-tokens", type=int, help="ours (default: the engine's)")
+    parser.add_argument("--attn-implementation", help="ours (default: the engine's)")
+    parser.add_argument("--minicons-python", help="python of a venv with minicons")
+    parser.add_argument("--minicons-venv", default="/work/minicons-venv")
+    parser.add_argument("--minicons-batch", type=int, default=50, help="sentences per call")
+    parser.add_argument("--no-minicons", action="store_true")
+    parser.add_argument("--long-tokens", type=int, default=500, help="0 skips the long check")
+    parser.add_argument("--out-dir", type=Path, default=REPO_ROOT / "bench" / "results")
+    parser.add_argument("--tag", default="", help="suffix of the result file names")
+    args = parser.parse_args(argv)
+    command = "python -m pll_harness.bench " + " ".join(shlex.quote(a) for a in argv)
+
+    import torch
+
+    device = args.device or ("cuda" if torch.cuda.is_available() else "cpu")
+    threads = args.threads or torch.get_num_threads()
+    dtypes = args.dtypes or (["float32", "bfloat16"] if device.startswith("cuda") else ["float32"])
+    blimp_dir = args.data or args.shared / "data" / "blimp"
+    texts = sample_sentences(blimp_dir, args.n, args.seed)
+    model_dir, model_note = resolve_model(args)
+    shape = model_shape(model_dir)
+    minicons_python = ensure_minicons(args)
+    started = dt.datetime.now(dt.timezone.utc)
+    load_before = other_load()
+    base = {"model": str(model_dir), "texts": texts, "threads": threads, "device": device}
+
+    with tempfile.TemporaryDirectory(prefix="pll-bench-") as tmp_name:
+        tmp = Path(tmp_name)
+        print(f"matmul peak ({threads} threads) ...", flush=True)
+        peak = {
+            dt_: run_worker(sys.executable, "matmul", {**base, "dtype": dt_}, tmp) for dt_ in dtypes
+        }
+        rows = []
+        for metric in args.metrics:
+            minicons_result = None
+            if minicons_python and metric in MINICONS_METRICS and device == "cpu":
+                print(f"minicons {metric} ...", flush=True)
+                spec = {**base, "metric": metric, "minicons_batch": args.minicons_batch}
+                minicons_result = run_worker(minicons_python, "minicons", spec, tmp)
+            for index, dtype in enumerate(dtypes):
+                print(f"ours {metric} {dtype} ...", flush=True)
+                spec = {
+                    **base,
+                    "metric": metric,
+                    "dtype": dtype,
+                    "max_batch_tokens": args.max_batch_tokens,
+                    "attn_implementation": args.attn_implementation,
+                    "long_tokens": args.long_tokens if index == 0 else 0,
+                }
+                ours = run_worker(sys.executable, "ours", spec, tmp)
+                rows.append(_row(ours, metric, dtype, shape, peak[dtype]["flops"]))
+                if minicons_result is not None:
+                    diff = max(
+                        abs(a - b)
+                        for a, b in zip(ours["scores"], minicons_result["scores"], strict=True)
+                    )
+                    rows[-1]["max_abs_diff_vs_minicons"] = diff
+                    rows[-1]["speedup_vs_minicons"] = ours["seconds"] and (
+                        minicons_result["seconds"] / ours["seconds"]
+                    )
+                    rows[-1]["memory_ratio_vs_minicons"] = (
+                        ours["peak_rss_mb"] / minicons_result["peak_rss_mb"]
+                    )
+                    if ours["targets"] != minicons_result["targets"]:
+                        rows[-1]["warning"] = "scored token counts differ from minicons"
+            if minicons_result is not None:
+                minicons_result["copies"] = rows[-1]["_copies"]
+                minicons_result["lengths"] = rows[-1]["_lengths"]
+                rows.append(
+                    _row(minicons_result, metric, "float32", shape, peak["float32"]["flops"])
+                )
+    finished = dt.datetime.now(dt.timezone.utc)
+    for row in rows:
+        row.pop("_copies", None)
+        row.pop("_lengths", None)
+    report = {
+        "command": command,
+        "started_utc": started.isoformat(timespec="seconds"),
+        "finished_utc": finished.isoformat(timespec="seconds"),
+        "machine": machine_name(device),
+        "host": socket.gethostname(),
+        "device": device,
+        "threads": threads,
+        "model": model_note,
+        "model_dir": str(model_dir),
+        "model_shape": shape,
+        "sample": {"n": len(texts), "seed": args.seed, "source": str(blimp_dir)},
+        "matmul_peak": {
+            k: {kk: vv for kk, vv in v.items() if kk != "all"} for k, v in peak.items()
+        },
+        "other_busy_processes_at_start": load_before,
+        "other_busy_processes_at_end": other_load(),
+        "flops_formula": (
+            "useful = sum_copies layers*(8*L*d^2 + 4*L*d*f + 4*L^2*d) + n_targets*(2*d^2 + "
+            "2*d*V), L = real (unpadded) tokens of the copy incl. [CLS]/[SEP]"
+        ),
+        "rows": rows,
+    }
+    write_report(report, args.out_dir, args.tag)
+
+
+def _row(result: dict[str, Any], metric: str, dtype: str, shape, peak: float) -> dict[str, Any]:
+    flops = useful_flops(result["lengths"], result["copies"], result["targets"], shape)
+    seconds = result["seconds"]
+    row = {
+        "engine": result["engine"],
+        "metric": metric,
+        "dtype": dtype,
+        "sentences": len(result["scores"]),
+        "scored_tokens": sum(result["targets"]),
+        "seconds": seconds,
+        "sentences_per_s": len(result["scores"]) / seconds,
+        "tokens_per_s": sum(result["targets"]) / seconds,
+        "useful_gflop": flops / 1e9,
+        "useful_gflop_per_s": flops / seconds / 1e9,
+        "fraction_of_matmul_peak": flops / seconds / peak,
+        "peak_rss_mb": result["peak_rss_mb"],
+        "rss_after_load_mb": result["rss_after_load_mb"],
+        "rss_after_warmup_mb": result["rss_after_warmup_mb"],
+        "_copies": result["copies"],
+        "_lengths": result["lengths"],
+    }
+    for key in (
+        "cuda_max_allocated_mb",
+        "max_batch_tokens",
+        "attn_implementation",
+        "minicons_batch",
+        "long",
+        "load_seconds",
+        "torch",
+        "transformers",
+    ):
+        if key in result:
+            row[key] = result[key]
+    return row
+
+
+def markdown(report: dict[str, Any]) -> str:
+    peak = report["matmul_peak"]
+    lines = [
+        f"# PLL benchmark: {report['machine']} ({report['device']}, {report['threads']} threads)",
+        "",
+        f"- command: `{report['command']}`",
+        f"- run: {report['started_utc']} to {report['finished_utc']}",
+        f"- model: {report['model']}",
+        f"- sample: {report['sample']['n']} BLiMP sentences, seed {report['sample']['seed']}",
+        "- matmul peak: "
+        + ", ".join(f"{k} {v['flops'] / 1e9:.0f} GFLOP/s" for k, v in peak.items()),
+        f"- useful FLOPs: `{report['flops_formula']}`",
+        "- other busy processes at start: "
+        + ("; ".join(report["other_busy_processes_at_start"]) or "none"),
+        "",
+        "| engine | metric | dtype | sent/s | tok/s | peak mem MB | useful GFLOP/s | "
+        "% of peak | speed-up | max abs diff | RSS after warm-up MB |",
+        "| --- | --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |",
+    ]
+    for row in report["rows"]:
+        mem = row.get("cuda_max_allocated_mb", row["peak_rss_mb"])
+        speedup = row.get("speedup_vs_minicons")
+        diff = row.get("max_abs_diff_vs_minicons")
+        lines.append(
+            f"| {row['engine']} | {row['metric']} | {row['dtype']} | "
+            f"{row['sentences_per_s']:.2f} | {row['tokens_per_s']:.1f} | {mem:.0f} | "
+            f"{row['useful_gflop_per_s']:.1f} | {100 * row['fraction_of_matmul_peak']:.0f}% | "
+            f"{f'{speedup:.2f}x' if speedup else ''} | "
+            f"{f'{diff:.1e}' if diff is not None else ''} | {row['rss_after_warmup_mb']:.0f} |"
+        )
+    longs = [row for row in report["rows"] if "long" in row]
+    for row in longs:
+        long = row["long"]
+        lines.append("")
+        lines.append(
+            f"Long input ({row['metric']}): {long['length']} tokens, {long['targets_scored']} of "
+            f"{long['targets_total']} targets in batches of {long['rows_per_batch']} copies; "
+            f"peak RSS {long['peak_rss_mb_after']:.0f} MB (before {long['peak_rss_mb_before']:.0f}"
+            f" MB); full input would take about {long['extrapolated_full_seconds']:.0f} s. "
+            f"minicons would hold [{long['targets_total']} x {long['length']} x vocab] float32 "
+            f"logits for it: {long['minicons_logits_gb']:.1f} GB."
+        )
+    lines.append("")
+    lines.append(
+        "Memory: peak RSS of the engine's own process (model load included) on CPU, max "
+        "allocated on CUDA; RSS after warm-up is the floor (runtime + weights paged in)."
+    )
+    lines.append(
+        "Other busy processes at end: "
+        + ("; ".join(report["other_busy_processes_at_end"]) or "none")
+    )
+    return "\n".join(lines) + "\n"
+
+
+def write_report(report: dict[str, Any], out_dir: Path, tag: str) -> None:
+    out_dir.mkdir(parents=True, exist_ok=True)
+    day = report["started_utc"][:10]
+    stem = f"{report['machine']}-{day}{'-' + tag if tag else ''}"
+    (out_dir / f"{stem}.json").write_text(json.dumps(report, indent=1) + "\n")
+    table = markdown(report)
+    (out_dir / f"{stem}.md").write_text(table)
+    print(table)
+    print(f"wrote {out_dir / stem}.json and .md")
+
+
+if __name__ == "__main__":
+    main()
