@@ -13,6 +13,8 @@ from typing import Any
 
 import torch
 
+from pll_harness.models import DEMO_MODEL_DIR, DEMO_MODEL_NAME
+
 logger = logging.getLogger(__name__)
 
 DTYPES: dict[str, torch.dtype | str] = {
@@ -29,27 +31,22 @@ _OFFSET_POSITION_MODELS = frozenset(
 )
 
 
-DEMO_MODEL = "pll-demo"
-PACKAGED_MODELS = Path(__file__).resolve().parent / "models"
-
-
 def resolve_pretrained(name: str) -> str:
     """Map ``pll-demo`` to the small model shipped inside the package.
 
     A local folder called ``pll-demo`` wins (as any local folder wins over a hub name in
     transformers), with a warning so that nobody mistakes it for the packaged model.
     """
-    if name != DEMO_MODEL:
+    if name != DEMO_MODEL_NAME:
         return name
     if Path(name).is_dir():
         logger.warning(
             "Using the local folder ./%s, not the demo model packaged with pll_harness.", name
         )
         return name
-    packaged = PACKAGED_MODELS / DEMO_MODEL
-    if not (packaged / "config.json").is_file():
-        raise ValueError(f"The demo model is missing from this installation ({packaged}).")
-    return str(packaged)
+    if not (DEMO_MODEL_DIR / "config.json").is_file():
+        raise ValueError(f"The demo model is missing from this installation ({DEMO_MODEL_DIR}).")
+    return str(DEMO_MODEL_DIR)
 
 
 @dataclass(frozen=True)

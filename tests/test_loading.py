@@ -18,7 +18,7 @@ def test_other_names_pass_through():
 def test_demo_name_resolves_to_the_packaged_model(tmp_path, monkeypatch):
     (tmp_path / "pll-demo").mkdir()
     (tmp_path / "pll-demo" / "config.json").write_text("{}")
-    monkeypatch.setattr(loading, "PACKAGED_MODELS", tmp_path)
+    monkeypatch.setattr(loading, "DEMO_MODEL_DIR", tmp_path / "pll-demo")
     monkeypatch.chdir(tmp_path / "pll-demo")
     assert loading.resolve_pretrained("pll-demo") == str(tmp_path / "pll-demo")
 
@@ -32,7 +32,7 @@ def test_a_local_demo_folder_wins_with_a_warning(tmp_path, monkeypatch, caplog):
 
 
 def test_missing_demo_model_is_reported(tmp_path, monkeypatch):
-    monkeypatch.setattr(loading, "PACKAGED_MODELS", tmp_path)
+    monkeypatch.setattr(loading, "DEMO_MODEL_DIR", tmp_path / "pll-demo")
     monkeypatch.chdir(tmp_path)
     with pytest.raises(ValueError, match="demo model is missing"):
         loading.resolve_pretrained("pll-demo")

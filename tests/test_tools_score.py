@@ -58,7 +58,7 @@ def test_resolve_model_name_knows_the_demo_model(tmp_path, monkeypatch):
 
     (tmp_path / "pll-demo").mkdir()
     (tmp_path / "pll-demo" / "config.json").write_text("{}")
-    monkeypatch.setattr(loading, "PACKAGED_MODELS", tmp_path)
+    monkeypatch.setattr(loading, "DEMO_MODEL_DIR", tmp_path / "pll-demo")
     monkeypatch.chdir(tmp_path / "pll-demo")
     assert resolve_model_name("pll-demo") == str(tmp_path / "pll-demo")
 
