@@ -1,4 +1,4 @@
-"""Data parallelism over processes (``accelerate launch``), balanced by cost.
+"""Data parallelism over processes (``accelerate launch``, ``torchrun``), balanced by cost.
 
 lm-eval's evaluator gives each process an equal *count* of requests, but a PLL request
 costs one forward pass per scored token, so counts are a poor proxy for time.  The
@@ -35,27 +35,33 @@ def balance_by_cost(costs: Sequence[float], n_parts: int) -> list[int]:
 
 
 class ProcessGroup:
-    """The few collective operations lm-eval and the scorer need, over accelerate."""
+    """The few collective operations lm-eval and the scorer need, over torch.distributed.
+
+    Works under ``accelerate launch`` (GPUs, NCCL) and ``torchrun`` (CPUs, gloo; accelerate
+    itself reports a CPU group started by torchrun as not distributed), so it reads rank and
+    size from torch.distributed rather than from accelerate.
+    """
 
     def __init__(self) -> None:
-        from accelerate import Accelerator
+        import torch.distributed as dist
 
-        self.accelerator = Accelerator()
-
-    @property
-    def rank(self) -> int:
-        return self.accelerator.process_index
-
-    @property
-    def world_size(self) -> int:
-        return self.accelerator.num_processes
-
-    @property
-    def device(self) -> torch.device:
-        return self.accelerator.device
+        cuda = torch.cuda.is_available()
+        if cuda:
+            torch.cuda.set_device(int(os.environ.get("LOCAL_RANK", "0")))
+        if not dist.is_initialized():
+            dist.init_process_group("nccl" if cuda else "gloo")
+        self.rank = dist.get_rank()
+        self.world_size = dist.get_world_size()
+        self.device = (
+            torch.device("cuda", torch.cuda.current_device()) if cuda else torch.device("cpu")
+        )
 
     def all_gather(self, tensor: torch.Tensor) -> torch.Tensor:
-        return self.accelerator.gather(tensor)
+        """Concatenate every rank's tensor (0-d tensors become one entry each)."""
+        flat = tensor.reshape(1) if tensor.dim() == 0 else tensor
+        parts = [torch.empty_like(flat) for _ in range(self.world_size)]
+        torch.distributed.all_gather(parts, flat)
+        return torch.cat(parts)
 
     def all_gather_object(self, obj: Any) -> list[Any]:
         gathered: list[Any] = [None] * self.world_size
@@ -68,7 +74,7 @@ class ProcessGroup:
         return result
 
     def barrier(self) -> None:
-        self.accelerator.wait_for_everyone()
+        torch.distributed.barrier()
 
 
 def launched_with_several_processes() -> bool:

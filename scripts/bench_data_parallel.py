@@ -1,7 +1,8 @@
 """Wall time of one process against N data-parallel processes on the same lm-eval workload.
 
 Runs ``lm_eval --model pll-mlm`` once as a single process and once under
-``accelerate launch --num_processes N`` (CPU with gloo unless --gpu), on the same tasks,
+``accelerate launch --multi_gpu`` (--gpu) or ``torchrun`` (CPU, gloo) with N processes, on
+the same tasks,
 then prints both wall times, the speed-up, the scaling efficiency (speed-up / N), how
 evenly the cost-balanced shards finished (from each rank's log line), and the largest
 difference between the two runs' per-request log-probabilities.
@@ -75,11 +76,13 @@ def main() -> None:
             [str(bin_dir / "lm_eval"), *common, "--output_path", str(one_out)],
             {**env, "OMP_NUM_THREADS": str(cores)},
         )
-        launcher = [str(bin_dir / "accelerate"), "launch", "--num_processes",
-                    str(args.processes), "--num_machines", "1", "--mixed_precision", "no",
-                    "--dynamo_backend", "no"]  # fmt: skip
-        if not args.gpu:
-            launcher.append("--cpu")
+        if args.gpu:
+            launcher = [str(bin_dir / "accelerate"), "launch", "--multi_gpu", "--num_processes",
+                        str(args.processes), "--num_machines", "1", "--mixed_precision", "no",
+                        "--dynamo_backend", "no"]  # fmt: skip
+        else:
+            launcher = [str(bin_dir / "torchrun"), "--nproc_per_node", str(args.processes),
+                        "--master_addr", "127.0.0.1", "--master_port", "29544"]  # fmt: skip
         threads = max(1, cores // args.processes) if not args.gpu else cores
         many_time, log = run(
             [*launcher, "-m", "lm_eval", *common, "--output_path", str(many_out)],

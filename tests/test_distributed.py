@@ -61,11 +61,12 @@ def run_eval(launcher: list[str], folder: Path, model_dir: str, out: Path) -> di
         str(out),
         "--log_samples",
     ]
-    run_checked(args, folder, OMP_NUM_THREADS="1")
+    log = run_checked(args, folder, OMP_NUM_THREADS="1").stderr
     (results_file,) = out.rglob("results_*.json")
     (samples_file,) = out.rglob("samples_pll_dp_pairs_*.jsonl")
     samples = [json.loads(line) for line in samples_file.read_text().splitlines()]
     return {
+        "log": log,
         "acc": json.loads(results_file.read_text())["results"]["pll_dp_pairs"]["acc,none"],
         "scores": {s["doc_id"]: [float(r[0][0]) for r in s["resps"]] for s in samples},
     }
@@ -73,28 +74,17 @@ def run_eval(launcher: list[str], folder: Path, model_dir: str, out: Path) -> di
 
 @pytest.mark.slow
 def test_two_cpu_processes_match_one(tmp_path, tiny_bert_dir):
+    """torchrun starts 2 gloo processes (accelerate's own launcher needs MPI for several CPU
+    processes); each rank must log its share, proving the data-parallel path ran."""
     write_pair_task(tmp_path, "pll_dp_pairs", SENTENCES)
     single = run_eval([str(BIN / "lm_eval")], tmp_path, tiny_bert_dir, tmp_path / "one")
     double = run_eval(
-        [
-            str(BIN / "accelerate"),
-            "launch",
-            "--cpu",
-            "--num_processes",
-            "2",
-            "--num_machines",
-            "1",
-            "--mixed_precision",
-            "no",
-            "--dynamo_backend",
-            "no",
-            "-m",
-            "lm_eval",
-        ],
-        tmp_path,
-        tiny_bert_dir,
-        tmp_path / "two",
-    )
+        [str(BIN / "torchrun"), "--nproc_per_node", "2", "--master_addr", "127.0.0.1",
+         "--master_port", "29533", "-m", "lm_eval"],
+        tmp_path, tiny_bert_dir, tmp_path / "two",
+    )  # fmt: skip
+    assert "Rank 0 scored" in double["log"] and "Rank 1 scored" in double["log"]
+    assert "Rank 0 scored" not in single["log"]
     assert double["acc"] == single["acc"]
     assert double["scores"].keys() == single["scores"].keys() == set(range(len(SENTENCES)))
     for doc_id, scores in single["scores"].items():
