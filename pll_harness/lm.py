@@ -127,7 +127,6 @@ class PLLMaskedLM(LM):
             max_length=_as_optional_int("max_length", max_length),
         )
         self._device = self.scorer.device
-        self.pretrained = pretrained if isinstance(pretrained, str) else type(model).__name__
         self.token_log = Path(token_log) if token_log else None
 
     def all_gather(self, tensor: Any) -> Any:

@@ -303,17 +303,22 @@ def _model_device(model: torch.nn.Module) -> torch.device:
 def score(
     texts: Sequence[str],
     model: str | PLLScorer,
-    pll_metric: str = DEFAULT_METRIC,
+    pll_metric: str | None = None,
     **kwargs: Any,
 ) -> list[SentenceScore]:
     """PLL of each text with per-token log-probabilities.
 
-    ``model`` is a checkpoint (hub name or local folder) or an existing :class:`PLLScorer`;
-    ``kwargs`` go to :meth:`PLLScorer.from_pretrained`.
+    ``model`` is a checkpoint (hub name or local folder; ``pll_metric`` defaults to
+    word_l2r and ``kwargs`` go to :meth:`PLLScorer.from_pretrained`) or an existing
+    :class:`PLLScorer`, whose metric and settings are fixed: asking it for another metric or
+    setting is an error rather than a silently different score.
     """
-    scorer = (
-        model
-        if isinstance(model, PLLScorer)
-        else PLLScorer.from_pretrained(model, pll_metric=pll_metric, **kwargs)
-    )
+    if isinstance(model, PLLScorer):
+        if kwargs or (pll_metric is not None and pll_metric != model.metric):
+            raise ValueError(
+                f"This PLLScorer scores with pll_metric={model.metric!r} and fixed settings; "
+                "build another PLLScorer (or pass a model name) for other ones."
+            )
+        return model.score(texts)
+    scorer = PLLScorer.from_pretrained(model, pll_metric=pll_metric or DEFAULT_METRIC, **kwargs)
     return scorer.score(texts)

@@ -187,3 +187,15 @@ def test_real_checkpoints_match_naive_reference(real_dir, metric):
     for (context, continuation), result in zip(REQUESTS[:4] + PAIRS[:2], results, strict=True):
         want = naive_pll(model64, tokenizer, context, continuation, metric)
         assert result.logprob == pytest.approx(math.fsum(want), abs=TOLERANCE)
+
+
+def test_score_function_refuses_to_change_an_existing_scorers_metric(model_dir):
+    from pll_harness import score
+
+    scorer = scorer_for(model_dir, "original")
+    assert score(["A cat sat."], scorer)[0].logprob == scorer.score(["A cat sat."])[0].logprob
+    assert score(["A cat sat."], scorer, pll_metric="original")[0].logprob < 0
+    with pytest.raises(ValueError, match="pll_metric='original'"):
+        score(["A cat sat."], scorer, pll_metric="word_l2r")
+    with pytest.raises(ValueError, match="fixed settings"):
+        score(["A cat sat."], scorer, max_batch_tokens=64)
