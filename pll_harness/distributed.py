@@ -2,9 +2,11 @@
 
 lm-eval's evaluator gives each process an equal *count* of requests, but a PLL request
 costs one forward pass per scored token, so counts are a poor proxy for time.  The
-processes therefore pool their requests, split the distinct ones by estimated cost (the
-same split on every process, so no coordinator is needed), score their share and pool
-the results again; each process then returns the answers for its own requests.
+processes therefore pool their requests, pack all of them into the batches one process
+would run (``runner.plan_batches``), deal the batches out by cost (the same split on every
+process, so no coordinator is needed), score their batches and pool the results again;
+each process then returns the answers for its own requests.  Because every batch is the
+one a single process would have run, the scores equal a single-process run's exactly.
 """
 
 from __future__ import annotations
@@ -15,6 +17,8 @@ from collections.abc import Sequence
 from typing import Any
 
 import torch
+
+from pll_harness.runner import TargetScores
 
 
 def balance_by_cost(costs: Sequence[float], n_parts: int) -> list[int]:
@@ -80,3 +84,24 @@ class ProcessGroup:
 def launched_with_several_processes() -> bool:
     """True under ``accelerate launch``/``torchrun`` with more than one process."""
     return int(os.environ.get("WORLD_SIZE", "1")) > 1
+
+
+def pool_target_scores(partial: Sequence[TargetScores], group: ProcessGroup) -> list[TargetScores]:
+    """Give every process all scores, when each scored some batches of the same plans.
+
+    Unscored targets are NaN (see ``PLLRunner.run``); the results travel as two flat
+    tensors rather than one object per plan, which keeps the exchange small on full BLiMP.
+    """
+    if not partial:
+        return []
+    sizes = [scores.logprobs.shape[0] for scores in partial]
+    logprobs = torch.cat([scores.logprobs for scores in partial])
+    greedy = torch.cat([scores.greedy for scores in partial])
+    for other_logprobs, other_greedy in group.all_gather_object((logprobs, greedy)):
+        done = ~torch.isnan(other_logprobs)
+        logprobs[done] = other_logprobs[done]
+        greedy[done] = other_greedy[done]
+    return [
+        TargetScores(lp, g)
+        for lp, g in zip(logprobs.split(sizes), greedy.split(sizes), strict=True)
+    ]

@@ -16,9 +16,15 @@ from lm_eval.api.model import LM
 from lm_eval.api.registry import register_model
 from tqdm import tqdm
 
-from pll_harness.distributed import ProcessGroup, balance_by_cost, launched_with_several_processes
+from pll_harness.distributed import (
+    ProcessGroup,
+    balance_by_cost,
+    launched_with_several_processes,
+    pool_target_scores,
+)
 from pll_harness.loading import load_masked_lm
 from pll_harness.masking import DEFAULT_METRIC, check_metric
+from pll_harness.runner import batch_cost
 from pll_harness.scorer import PLLScorer, SentenceScore
 
 # A child of lm-eval's logger, so that our messages share its handler and --verbosity.
@@ -178,34 +184,36 @@ class PLLMaskedLM(LM):
     def _score_shared(
         self, pairs: list[tuple[str, str]], description: str, disable_tqdm: bool
     ) -> list[SentenceScore]:
-        """Pool every process's requests, score this process's cost-balanced share, pool
-        the scores, and answer this process's own requests (see pll_harness.distributed)."""
+        """Pool every process's requests, run this process's cost-balanced share of the
+        batches, pool the scores, and answer this process's own requests (see
+        pll_harness.distributed)."""
         assert self._group is not None
         everyone = self._group.all_gather_object(pairs)
         keys, jobs = self.scorer.distinct_jobs([pair for part in everyone for pair in part])
-        owners = balance_by_cost([job.cost for job in jobs], self.world_size)
-        mine = [index for index, owner in enumerate(owners) if owner == self.rank]
+        work = self.scorer.plan_work(jobs)
+        costs = [batch_cost(work.plans, batch) for batch in work.batches]
+        owners = balance_by_cost(costs, self.world_size)
+        mine = [work.batches[i] for i, owner in enumerate(owners) if owner == self.rank]
         with tqdm(
             total=len(mine),
-            desc=f"{description} (rank 0's share)",
+            desc=f"{description} (rank 0's batches)",
+            unit="batch",
             disable=disable_tqdm or self.rank != 0,
         ) as bar:
             started = time.perf_counter()
-            scores = self.scorer.score_jobs([jobs[i] for i in mine], progress=bar.update)
+            partial = self.scorer.runner.run(work.plans, mine, lambda _: bar.update())
         logger.info(
-            "Rank %d scored %d of %d distinct requests (cost %d of %d) in %.2f s.",
+            "Rank %d scored %d of %d batches (cost %d of %d) in %.2f s.",
             self.rank,
             len(mine),
-            len(jobs),
-            sum(jobs[i].cost for i in mine),
-            sum(job.cost for job in jobs),
+            len(work.batches),
+            sum(cost for cost, owner in zip(costs, owners, strict=True) if owner == self.rank),
+            sum(costs),
             time.perf_counter() - started,
         )
-        pooled: dict[int, SentenceScore] = {}
-        for part in self._group.all_gather_object(dict(zip(mine, scores, strict=True))):
-            pooled.update(part)
+        scores = self.scorer.assemble(jobs, work, pool_target_scores(partial, self._group))
         offset = sum(len(part) for part in everyone[: self.rank])
-        return [pooled[keys[offset + i]] for i in range(len(pairs))]
+        return [scores[keys[offset + i]] for i in range(len(pairs))]
 
     def _write_token_log(self, pairs: list[tuple[str, str]], scores: list[SentenceScore]) -> None:
         path = self.token_log

@@ -82,10 +82,63 @@ class Batching:
 
 
 @dataclass(frozen=True)
-class _Segment:
+class Segment:
+    """Copies ``first`` to ``stop`` (exclusive) of plan ``plan``."""
+
     plan: int
     first: int
     stop: int
+
+
+Batch = tuple[Segment, ...]
+"""The copies one forward pass scores."""
+
+
+def plan_batches(plans: Sequence[CopyPlan], batching: Batching) -> list[Batch]:
+    """Pack the copies of ``plans`` into batches, longest sequences first (an out-of-memory
+    error shows at once), each filled up to the row limit its longest sequence allows; a
+    sequence with more copies than that is split over several batches.
+
+    Plans are ordered by their content, not by their position in ``plans``, so the same set
+    of plans gives the same batches in any order.  Float32 results depend slightly on what
+    else shares a batch (padding width, matrix shapes); with content-ordered batches a
+    data-parallel run, which deals whole batches out to processes, reproduces a
+    single-process run exactly.
+    """
+    order = sorted(
+        (i for i in range(len(plans)) if plans[i].n_copies > 0),
+        key=lambda i: (
+            -plans[i].length,
+            plans[i].input_ids.tolist(),
+            plans[i].target_positions.tolist(),
+        ),
+    )
+    batches: list[Batch] = []
+    current: list[Segment] = []
+    room = 0
+    for index in order:
+        plan = plans[index]
+        if batching.batch_size and len(current) >= batching.batch_size:
+            room = 0
+        first = 0
+        while first < plan.n_copies:
+            if room == 0:
+                if current:
+                    batches.append(tuple(current))
+                current, room = [], batching.rows_for(plan.length)
+            take = min(room, plan.n_copies - first)
+            current.append(Segment(index, first, first + take))
+            room -= take
+            first += take
+    if current:
+        batches.append(tuple(current))
+    return batches
+
+
+def batch_cost(plans: Sequence[CopyPlan], batch: Batch) -> int:
+    """Padded tokens the forward pass processes: what its time is roughly proportional to."""
+    rows = sum(segment.stop - segment.first for segment in batch)
+    return rows * max(plans[segment.plan].length for segment in batch)
 
 
 class PLLRunner:
@@ -110,56 +163,27 @@ class PLLRunner:
     def run(
         self,
         plans: Sequence[CopyPlan],
-        on_plan_done: Callable[[int], None] | None = None,
+        batches: Sequence[Batch] | None = None,
+        on_batch_done: Callable[[Batch], None] | None = None,
     ) -> list[TargetScores]:
-        """Score every target of every plan; ``on_plan_done(i)`` fires once plan i is done."""
-        logprobs = [torch.zeros(p.target_positions.shape[0]) for p in plans]
+        """Score the targets in ``batches`` (default: all, as ``plan_batches`` packs them);
+        targets in no given batch stay NaN, so partial results can be pooled and a target
+        that nobody scored cannot pass for a number."""
+        if batches is None:
+            batches = plan_batches(plans, self.batching)
+        logprobs = [torch.full((p.target_positions.shape[0],), torch.nan) for p in plans]
         greedy = [torch.zeros(p.target_positions.shape[0], dtype=torch.bool) for p in plans]
-        for batch in self._batches(plans, on_plan_done):
+        for batch in batches:
             self._score_batch(plans, batch, logprobs, greedy)
-            if on_plan_done is not None:
-                for segment in batch:
-                    if segment.stop == plans[segment.plan].n_copies:
-                        on_plan_done(segment.plan)
+            if on_batch_done is not None:
+                on_batch_done(batch)
         return [TargetScores(lp, g) for lp, g in zip(logprobs, greedy, strict=True)]
-
-    def _batches(
-        self, plans: Sequence[CopyPlan], on_plan_done: Callable[[int], None] | None
-    ) -> list[list[_Segment]]:
-        """Longest sequences first (an out-of-memory error shows at once), each batch
-        filled with copies up to the row limit its longest sequence allows; a sequence
-        with more copies than that is split over several batches."""
-        order = sorted(range(len(plans)), key=lambda i: -plans[i].length)
-        batches: list[list[_Segment]] = []
-        current: list[_Segment] = []
-        room = 0
-        for index in order:
-            plan = plans[index]
-            if plan.n_copies == 0:
-                if on_plan_done is not None:
-                    on_plan_done(index)
-                continue
-            if self.batching.batch_size and len(current) >= self.batching.batch_size:
-                room = 0
-            first = 0
-            while first < plan.n_copies:
-                if room == 0:
-                    if current:
-                        batches.append(current)
-                    current, room = [], self.batching.rows_for(plan.length)
-                take = min(room, plan.n_copies - first)
-                current.append(_Segment(index, first, first + take))
-                room -= take
-                first += take
-        if current:
-            batches.append(current)
-        return batches
 
     @torch.inference_mode()
     def _score_batch(
         self,
         plans: Sequence[CopyPlan],
-        batch: list[_Segment],
+        batch: Batch,
         logprobs: list[torch.Tensor],
         greedy: list[torch.Tensor],
     ) -> None:

@@ -26,7 +26,15 @@ from pll_harness.encoding import (
 from pll_harness.heads import split_masked_lm
 from pll_harness.loading import LoadedModel, load_masked_lm, model_max_length
 from pll_harness.masking import DEFAULT_METRIC, NO_WORD, WORD_LEVEL_METRICS, check_metric
-from pll_harness.runner import Batching, CopyPlan, PLLRunner, TargetScores, build_copy_plan
+from pll_harness.runner import (
+    Batch,
+    Batching,
+    CopyPlan,
+    PLLRunner,
+    TargetScores,
+    build_copy_plan,
+    plan_batches,
+)
 from pll_harness.windows import Window, plan_windows
 
 logger = logging.getLogger(__name__)
@@ -73,10 +81,14 @@ class Job:
     encoded: Encoded
     windows: tuple[Window, ...]
 
-    @property
-    def cost(self) -> int:
-        """Forward-pass work, roughly: each scored token costs a pass over its window."""
-        return sum((w.target_end - w.target_start) * (w.end - w.start) for w in self.windows)
+
+@dataclass(frozen=True)
+class Work:
+    """The copy plans of some jobs (``plan_jobs[p]`` is plan p's job) and their batches."""
+
+    plans: list[CopyPlan]
+    plan_jobs: list[int]
+    batches: list[Batch]
 
 
 class PLLScorer:
@@ -203,25 +215,49 @@ class PLLScorer:
     ) -> list[SentenceScore]:
         """Score jobs in one engine run; ``progress(weights[j])`` fires when job j is done."""
         weights = weights if weights is not None else [1] * len(jobs)
-        plans, owners = [], []
-        for job_index, job in enumerate(jobs):
-            for window in job.windows:
-                plans.append(self._plan(job.encoded, window))
-                owners.append(job_index)
+        work = self.plan_work(jobs)
         remaining = [len(job.windows) for job in jobs]
 
         def plan_done(plan_index: int) -> None:
-            job_index = owners[plan_index]
+            job_index = work.plan_jobs[plan_index]
             remaining[job_index] -= 1
             if remaining[job_index] == 0 and progress is not None:
                 progress(weights[job_index])
 
+        def batch_done(batch: Batch) -> None:
+            for segment in batch:
+                if segment.stop == work.plans[segment.plan].n_copies:
+                    plan_done(segment.plan)
+
         if progress is not None:
             progress(sum(w for job, w in zip(jobs, weights, strict=True) if not job.windows))
-        results = self.runner.run(plans, plan_done)
+        for plan_index, plan in enumerate(work.plans):
+            if plan.n_copies == 0:
+                plan_done(plan_index)
+        results = self.runner.run(work.plans, work.batches, batch_done)
+        return self.assemble(jobs, work, results)
+
+    def plan_work(self, jobs: Sequence[Job]) -> Work:
+        """Copy plans for every window of every job, packed into batches."""
+        plans, plan_jobs = [], []
+        for job_index, job in enumerate(jobs):
+            for window in job.windows:
+                plans.append(self._plan(job.encoded, window))
+                plan_jobs.append(job_index)
+        return Work(plans, plan_jobs, plan_batches(plans, self.runner.batching))
+
+    def assemble(
+        self, jobs: Sequence[Job], work: Work, results: Sequence[TargetScores]
+    ) -> list[SentenceScore]:
+        """Per-job scores from the per-plan results of ``work`` (all of its batches run)."""
+        if any(bool(torch.isnan(r.logprobs).any()) for r in results):
+            raise RuntimeError(
+                "Some target log-probabilities are NaN: either the model produced NaN (in "
+                "float16, try dtype=float32 or bfloat16) or not every batch was run."
+            )
         per_job: list[list[TargetScores]] = [[] for _ in jobs]
-        for owner, result in zip(owners, results, strict=True):
-            per_job[owner].append(result)
+        for job_index, result in zip(work.plan_jobs, results, strict=True):
+            per_job[job_index].append(result)
         return [self._assemble(job, parts) for job, parts in zip(jobs, per_job, strict=True)]
 
     def _windows(self, encoded: Encoded) -> list[Window]:

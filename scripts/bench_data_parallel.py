@@ -27,7 +27,7 @@ import tempfile
 import time
 from pathlib import Path
 
-RANK_LINE = re.compile(r"Rank (\d+) scored (\d+) of (\d+) distinct requests .* in ([\d.]+) s")
+RANK_LINE = re.compile(r"Rank (\d+) scored (\d+) of (\d+) batches .* in ([\d.]+) s")
 
 
 def run(command: list[str], env: dict[str, str]) -> tuple[float, str]:
