@@ -333,7 +333,13 @@ def _vocab_size(model: torch.nn.Module) -> int:
 
 
 def _model_device(model: torch.nn.Module) -> torch.device:
-    return next(model.parameters()).device
+    """Where inputs go: the first parameter that is materialised.  A model dispatched by
+    accelerate (``device_map``) keeps offloaded weights on the meta device; its hooks move
+    activations between devices themselves."""
+    for parameter in model.parameters():
+        if parameter.device.type != "meta":
+            return parameter.device
+    return torch.device("cpu")
 
 
 def score(

@@ -139,3 +139,23 @@ def test_token_log_records_per_token_scores(model_dir, tmp_path):
     assert record["logprob"] == pytest.approx(result[0])
     assert len(record["tokens"]) == len(record["token_logprobs"]) >= 3
     assert record["pll_metric"] == "word_l2r"
+
+
+def test_parallelize_loads_with_a_device_map_and_scores_the_same(model_dir, monkeypatch):
+    """parallelize=True asks transformers for device_map="auto" (one GPU here would hold it
+    all; tests/test_scorer.py checks a model really split by accelerate)."""
+    import pll_harness.lm as lm_module
+
+    seen = {}
+    real_load = lm_module.load_masked_lm
+
+    def spy(*args, **kwargs):
+        seen.update(kwargs)
+        return real_load(*args, **kwargs)
+
+    monkeypatch.setattr(lm_module, "load_masked_lm", spy)
+    requests = [instance("loglikelihood", ("The hooligan", " wrecked the souvenir."))]
+    split = PLLMaskedLM(pretrained=model_dir, device="cpu", parallelize=True)
+    assert seen["device_map"] == "auto"
+    plain = PLLMaskedLM(pretrained=model_dir, device="cpu")
+    assert split.loglikelihood(requests) == plain.loglikelihood(requests)

@@ -199,3 +199,25 @@ def test_score_function_refuses_to_change_an_existing_scorers_metric(model_dir):
         score(["A cat sat."], scorer, pll_metric="word_l2r")
     with pytest.raises(ValueError, match="fixed settings"):
         score(["A cat sat."], scorer, max_batch_tokens=64)
+
+
+def test_model_split_over_devices_by_accelerate_scores_the_same(model_dir, tmp_path):
+    """What parallelize=True builds on several GPUs, with the CPU and the disk as the two
+    devices: accelerate's hooks move activations between them; the scores are unchanged."""
+    from transformers import AutoModelForMaskedLM, AutoTokenizer
+
+    plain = scorer_for(model_dir, "word_l2r").score_requests(REQUESTS)
+    base = AutoModelForMaskedLM.from_pretrained(model_dir).base_model_prefix
+    device_map = {  # the embeddings stay with the tied output layer
+        f"{base}.embeddings": "cpu",
+        f"{base}.encoder.layer.0": "cpu",
+        f"{base}.encoder.layer.1": "disk",
+        "lm_head" if base == "roberta" else "cls": "cpu",
+    }
+    model = AutoModelForMaskedLM.from_pretrained(
+        model_dir, device_map=device_map, offload_folder=str(tmp_path)
+    )
+    assert set(model.hf_device_map.values()) == {"cpu", "disk"}
+    split = PLLScorer(model, AutoTokenizer.from_pretrained(model_dir), "word_l2r")
+    assert split.device == torch.device("cpu")
+    assert split.score_requests(REQUESTS) == plain
