@@ -3,6 +3,9 @@ about (Kauf & Ivanova 2023, section 4 and Figure 2)."""
 
 from __future__ import annotations
 
+import gzip
+import itertools
+import json
 import statistics
 
 import pytest
@@ -10,6 +13,7 @@ import pytest
 from pll_harness.loading import resolve_pretrained
 from pll_harness.models import DEMO_MODEL_DIR
 from pll_harness.scorer import PLLScorer
+from pll_harness.task_paths import TASK_DIR
 
 WORDS = [
     "souvenir", "hooligan", "traveler", "archipelago", "tambourine", "kaleidoscope",
@@ -34,7 +38,7 @@ def test_demo_model_is_found_by_name_inside_the_package():
 def test_original_inflates_multi_token_words(scorers):
     """In "My word is X.", `original` scores a multi-piece X higher than `word_l2r`:
     its later pieces are visible while the first is predicted.  Measured on this model:
-    original is higher for 17 of these 18 words (mean +0.4 nats)."""
+    original is higher for 17 of these 18 words (mean +1.37 nats)."""
     tokenizer = scorers["original"].tokenizer
     multi = [w for w in WORDS if len(tokenizer.tokenize(w)) > 1]
     assert len(multi) >= 15
@@ -53,3 +57,28 @@ def test_frequent_tokens_are_the_models_argmax(scorers):
     scores = scorers["original"].score(["The man is in the house.", "It is a good day."])
     greedy = [g for s in scores for g in s.token_greedy]
     assert any(greedy) and not all(greedy)
+
+
+def blimp_sample(per_paradigm: int) -> list[tuple[str, str]]:
+    """The first pairs of every packaged BLiMP paradigm (what lm-eval's --limit takes)."""
+    pairs = []
+    for path in sorted((TASK_DIR / "data" / "blimp").glob("*.jsonl.gz")):
+        with gzip.open(path, "rt", encoding="utf-8") as lines:
+            for row in itertools.islice(lines, per_paradigm):
+                record = json.loads(row)
+                pairs.append((record["sentence_good"], record["sentence_bad"]))
+    return pairs
+
+
+@pytest.mark.slow
+def test_blimp_accuracy_is_above_chance(scorers):
+    """Measured: 54.2 % of 670 pairs (10 per paradigm) under word_l2r, 4.2 points above
+    chance (z = 2.2); the bound leaves room for 8 pairs to flip on other hardware.  The
+    margin comes from a few paradigms (filler-gap, binding, NPI licensing); agreement is
+    still at chance, see the model card."""
+    pairs = blimp_sample(10)
+    assert len(pairs) == 670
+    scores = scorers["word_l2r"].score([sentence for pair in pairs for sentence in pair])
+    good, bad = scores[0::2], scores[1::2]
+    accuracy = sum(g.logprob > b.logprob for g, b in zip(good, bad, strict=True)) / len(pairs)
+    assert accuracy >= 0.53
