@@ -18,7 +18,7 @@ from typing import Any
 
 import torch
 
-from pll_harness.runner import TargetScores
+from pll_harness.runner import Batching, TargetScores
 
 
 def balance_by_cost(costs: Sequence[float], n_parts: int) -> list[int]:
@@ -105,3 +105,13 @@ def pool_target_scores(partial: Sequence[TargetScores], group: ProcessGroup) -> 
         TargetScores(lp, g)
         for lp, g in zip(logprobs.split(sizes), greedy.split(sizes), strict=True)
     ]
+
+
+def common_batching(batching: Batching, group: ProcessGroup) -> Batching:
+    """The smallest token budget of all processes, for every process.
+
+    Every process must pack the pooled requests into the same batches, but a budget derived
+    from free GPU memory can differ by a few tokens from one device to the next.
+    """
+    budget = min(group.all_gather_object(batching.max_batch_tokens))
+    return Batching(budget, batching.batch_size)

@@ -19,6 +19,7 @@ from tqdm import tqdm
 from pll_harness.distributed import (
     ProcessGroup,
     balance_by_cost,
+    common_batching,
     launched_with_several_processes,
     pool_target_scores,
 )
@@ -132,6 +133,8 @@ class PLLMaskedLM(LM):
             batch_size=batch,
             max_length=_as_optional_int("max_length", max_length),
         )
+        if self._group is not None:
+            self.scorer.runner.batching = common_batching(self.scorer.runner.batching, self._group)
         self._device = self.scorer.device
         self.token_log = Path(token_log) if token_log else None
 
