@@ -88,3 +88,14 @@ def tiny_model_dir(request: pytest.FixtureRequest) -> str:
 def minicons_scores() -> dict[str, Any]:
     """The parsed ``minicons_scores.json`` (see ``minicons_run`` to pick one model and metric)."""
     return json.loads(MINICONS_SCORES.read_text())
+
+
+class GatheredGroup:
+    """A stand-in process group whose all_gather_object answers with a fixed list: what
+    each rank would contribute."""
+
+    def __init__(self, answers: list[Any]) -> None:
+        self.answers = answers
+
+    def all_gather_object(self, obj: Any) -> list[Any]:
+        return self.answers

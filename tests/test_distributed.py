@@ -6,6 +6,7 @@ import json
 from pathlib import Path
 
 import pytest
+from conftest import GatheredGroup
 from lm_eval_runs import BIN, run_checked, write_pair_task
 
 from pll_harness.distributed import balance_by_cost, common_batching
@@ -92,18 +93,8 @@ def test_two_cpu_processes_match_one(tmp_path, tiny_bert_dir):
         assert double["scores"][doc_id] == scores  # same batches, so bit-for-bit
 
 
-class ObjectGroup:
-    """all_gather_object answering with what each rank would contribute."""
-
-    def __init__(self, answers):
-        self.answers = answers
-
-    def all_gather_object(self, obj):
-        return self.answers
-
-
 def test_processes_agree_on_the_smallest_token_budget():
     """Budgets from free GPU memory differ slightly between devices; all processes must
     still build the same batches."""
-    agreed = common_batching(Batching(9000, 8), ObjectGroup([9000, 8912, 9104]))
+    agreed = common_batching(Batching(9000, 8), GatheredGroup([9000, 8912, 9104]))
     assert agreed == Batching(8912, 8)

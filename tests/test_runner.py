@@ -14,6 +14,7 @@ import random
 
 import pytest
 import torch
+from conftest import GatheredGroup
 
 from pll_harness.distributed import pool_target_scores
 from pll_harness.runner import Batching, batch_cost, plan_batches
@@ -81,16 +82,6 @@ def test_every_copy_is_in_exactly_one_batch_within_the_limits(scorer, batch_size
         assert all(a[1] == b[0] for a, b in itertools.pairwise(spans))
 
 
-class FakeGroup:
-    """all_gather_object over parts computed in this process."""
-
-    def __init__(self, parts):
-        self.parts = parts
-
-    def all_gather_object(self, obj):
-        return self.parts
-
-
 def test_parts_pooled_equal_one_full_run_exactly(scorer):
     _, jobs = scorer.distinct_jobs([("", t) for t in TEXTS])
     work = scorer.plan_work(jobs)
@@ -100,7 +91,7 @@ def test_parts_pooled_equal_one_full_run_exactly(scorer):
     assert any(bool(torch.isnan(t.logprobs).any()) for t in even)  # parts really are partial
     flat = [(torch.cat([t.logprobs for t in part]), torch.cat([t.greedy for t in part]))
             for part in (even, odd)]  # fmt: skip
-    pooled = pool_target_scores(even, FakeGroup(flat))
+    pooled = pool_target_scores(even, GatheredGroup(flat))
     for a, b in zip(full, pooled, strict=True):
         assert torch.equal(a.logprobs, b.logprobs)
         assert torch.equal(a.greedy, b.greedy)
