@@ -290,12 +290,12 @@ def worker_ours(spec: dict[str, Any]) -> dict[str, Any]:
         torch.cuda.synchronize()
     seconds = time.perf_counter() - start
     specials = scorer.specials.count
-    jobs = scorer.distinct_jobs([("", t) for t in texts])[1]
-    job_of = {job.text: job for job in jobs}
-    copies = []
-    for text in texts:
-        plans = [scorer._plan(job_of[text].encoded, w) for w in job_of[text].windows]
-        copies.append(sum(p.n_copies for p in plans))
+    keys, jobs = scorer.distinct_jobs([("", t) for t in texts])
+    work = scorer.plan_work(jobs)
+    job_copies = [0] * len(jobs)
+    for plan, job_index in zip(work.plans, work.plan_jobs, strict=True):
+        job_copies[job_index] += plan.n_copies
+    copies = [job_copies[key] for key in keys]
     out = {
         "engine": "ours",
         "seconds": seconds,
@@ -325,8 +325,7 @@ def _long_check(scorer: Any, spec: dict[str, Any], torch: Any) -> dict[str, Any]
     words = " ".join(spec["texts"] * 20).split()
     body = scorer.tokenizer(" ".join(words), add_special_tokens=False)["input_ids"]
     text = scorer.tokenizer.decode(body[: spec["long_tokens"] - scorer.specials.count])
-    job = scorer.distinct_jobs([("", text)])[1][0]
-    plan = scorer._plan(job.encoded, job.windows[0])
+    plan = scorer.plan_work(scorer.distinct_jobs([("", text)])[1]).plans[0]
     rows = scorer.runner.batching.rows_for(plan.length)
     keep = min(3 * rows, plan.target_positions.shape[0])
     used, inverse = torch.unique(plan.target_copies[:keep], return_inverse=True)
