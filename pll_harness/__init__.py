@@ -16,14 +16,14 @@ _LAZY = {
     "PLLScorer": "pll_harness.scorer",
     "SentenceScore": "pll_harness.scorer",
     "score": "pll_harness.scorer",
-    "PLL_METRICS": "pll_harness.masking",
+    "PLL_METRICS": "pll_harness.metrics",
 }
 
 __all__ = ["PLL_METRICS", "PLLMaskedLM", "PLLScorer", "SentenceScore", "__version__", "score"]
 
 if TYPE_CHECKING:
     from pll_harness.lm import PLLMaskedLM
-    from pll_harness.masking import PLL_METRICS
+    from pll_harness.metrics import PLL_METRICS
     from pll_harness.scorer import PLLScorer, SentenceScore, score
 
 

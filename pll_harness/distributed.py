@@ -1,24 +1,36 @@
 """Data parallelism over processes (``accelerate launch``, ``torchrun``), balanced by cost.
 
 lm-eval's evaluator gives each process an equal *count* of requests, but a PLL request
-costs one forward pass per scored token, so counts are a poor proxy for time.  The
-processes therefore pool their requests, pack all of them into the batches one process
-would run (``runner.plan_batches``), deal the batches out by cost (the same split on every
-process, so no coordinator is needed), score their batches and pool the results again;
-each process then returns the answers for its own requests.  Because every batch is the
-one a single process would have run, the scores equal a single-process run's exactly.
+costs one forward pass per scored token, so counts are a poor proxy for time.  Each
+process therefore tokenizes only its own requests, the processes pool the tokens (small
+flat arrays), every process plans the batches one process would run on all of them (array
+operations, cheap next to tokenizing), deals the batches out by cost (the same split on
+every process, so no coordinator is needed), scores its batches, and the results are
+pooled again; each process then assembles the answers to its own requests.  Because every
+batch is the one a single process would have run (batches depend on the content of the
+requests, never on their order), the scores equal a single-process run's exactly.
 """
 
 from __future__ import annotations
 
 import heapq
+import logging
 import os
+import time
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
+from tqdm import tqdm
 
-from pll_harness.runner import Batching, TargetScores
+from pll_harness.encoding import Encodings
+from pll_harness.planning import Batching
+from pll_harness.runner import TargetScores
+
+if TYPE_CHECKING:
+    from pll_harness.scorer import PLLScorer, SentenceScore
+
+logger = logging.getLogger(f"lm_eval.{__name__}")
 
 
 def balance_by_cost(costs: Sequence[float], n_parts: int) -> list[int]:
@@ -86,25 +98,55 @@ def launched_with_several_processes() -> bool:
     return int(os.environ.get("WORLD_SIZE", "1")) > 1
 
 
-def pool_target_scores(partial: Sequence[TargetScores], group: ProcessGroup) -> list[TargetScores]:
-    """Give every process all scores, when each scored some batches of the same plans.
+def pool_target_scores(partial: TargetScores, group: ProcessGroup) -> TargetScores:
+    """Give every process all scores, when each scored some batches of the same work.
 
-    Unscored targets are NaN (see ``PLLRunner.run``); the results travel as two flat
-    tensors rather than one object per plan, which keeps the exchange small on full BLiMP.
+    Unscored slots are NaN (see ``PLLRunner.run``); the results travel as two flat
+    tensors, which keeps the exchange small on full BLiMP.
     """
-    if not partial:
-        return []
-    sizes = [scores.logprobs.shape[0] for scores in partial]
-    logprobs = torch.cat([scores.logprobs for scores in partial])
-    greedy = torch.cat([scores.greedy for scores in partial])
-    for other_logprobs, other_greedy in group.all_gather_object((logprobs, greedy)):
+    logprobs, greedy = partial.logprobs.clone(), partial.greedy.clone()
+    for other_logprobs, other_greedy in group.all_gather_object((partial.logprobs, partial.greedy)):
         done = ~torch.isnan(other_logprobs)
         logprobs[done] = other_logprobs[done]
         greedy[done] = other_greedy[done]
-    return [
-        TargetScores(lp, g)
-        for lp, g in zip(logprobs.split(sizes), greedy.split(sizes), strict=True)
-    ]
+    return TargetScores(logprobs, greedy)
+
+
+def score_shared(
+    scorer: PLLScorer,
+    requests: Sequence[tuple[str, str]],
+    group: ProcessGroup,
+    description: str = "Scoring",
+    disable_tqdm: bool = False,
+) -> list[SentenceScore]:
+    """Score this process's ``requests`` as its share of one run over every process's
+    requests (see the module docstring); every process must call this together."""
+    keys, jobs = scorer.distinct_jobs(requests)
+    everyone: list[Encodings] = group.all_gather_object(jobs.encodings)
+    first_job = sum(len(part) for part in everyone[: group.rank])
+    work = scorer.plan_work(Encodings.concatenate(everyone))
+    costs = [work.cost(batch) for batch in work.batches]
+    owners = balance_by_cost(costs, group.world_size)
+    mine = [batch for batch, owner in zip(work.batches, owners, strict=True) if owner == group.rank]
+    with tqdm(
+        total=len(mine),
+        desc=f"{description} (rank 0's batches)",
+        unit="batch",
+        disable=disable_tqdm or group.rank != 0,
+    ) as bar:
+        started = time.perf_counter()
+        partial = scorer.runner.run(work, mine, lambda _: bar.update())
+    logger.info(
+        "Rank %d scored %d of %d batches (cost %d of %d) in %.2f s.",
+        group.rank,
+        len(mine),
+        len(work.batches),
+        sum(cost for cost, owner in zip(costs, owners, strict=True) if owner == group.rank),
+        sum(costs),
+        time.perf_counter() - started,
+    )
+    scores = scorer.assemble(jobs, work, pool_target_scores(partial, group), first_job)
+    return [scores[key] for key in keys]
 
 
 def common_batching(batching: Batching, group: ProcessGroup) -> Batching:

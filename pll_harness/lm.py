@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import json
 import logging
-import time
 from pathlib import Path
 from typing import Any
 
@@ -18,14 +17,12 @@ from tqdm import tqdm
 
 from pll_harness.distributed import (
     ProcessGroup,
-    balance_by_cost,
     common_batching,
     launched_with_several_processes,
-    pool_target_scores,
+    score_shared,
 )
 from pll_harness.loading import load_masked_lm
-from pll_harness.masking import DEFAULT_METRIC, check_metric
-from pll_harness.runner import batch_cost
+from pll_harness.metrics import DEFAULT_METRIC, check_metric
 from pll_harness.scorer import PLLScorer, SentenceScore
 
 # A child of lm-eval's logger, so that our messages share its handler and --verbosity.
@@ -134,7 +131,7 @@ class PLLMaskedLM(LM):
             max_length=_as_optional_int("max_length", max_length),
         )
         if self._group is not None:
-            self.scorer.runner.batching = common_batching(self.scorer.runner.batching, self._group)
+            self.scorer.batching = common_batching(self.scorer.batching, self._group)
         self._device = self.scorer.device
         self.token_log = Path(token_log) if token_log else None
 
@@ -179,44 +176,10 @@ class PLLMaskedLM(LM):
             with tqdm(total=len(pairs), desc=description, disable=disable_tqdm) as bar:
                 scores = self.scorer.score_requests(pairs, progress=bar.update)
         else:
-            scores = self._score_shared(pairs, description, disable_tqdm)
+            scores = score_shared(self.scorer, pairs, self._group, description, disable_tqdm)
         if self.token_log is not None:
             self._write_token_log(pairs, scores)
         return scores
-
-    def _score_shared(
-        self, pairs: list[tuple[str, str]], description: str, disable_tqdm: bool
-    ) -> list[SentenceScore]:
-        """Pool every process's requests, run this process's cost-balanced share of the
-        batches, pool the scores, and answer this process's own requests (see
-        pll_harness.distributed)."""
-        assert self._group is not None
-        everyone = self._group.all_gather_object(pairs)
-        keys, jobs = self.scorer.distinct_jobs([pair for part in everyone for pair in part])
-        work = self.scorer.plan_work(jobs)
-        costs = [batch_cost(work.plans, batch) for batch in work.batches]
-        owners = balance_by_cost(costs, self.world_size)
-        mine = [work.batches[i] for i, owner in enumerate(owners) if owner == self.rank]
-        with tqdm(
-            total=len(mine),
-            desc=f"{description} (rank 0's batches)",
-            unit="batch",
-            disable=disable_tqdm or self.rank != 0,
-        ) as bar:
-            started = time.perf_counter()
-            partial = self.scorer.runner.run(work.plans, mine, lambda _: bar.update())
-        logger.info(
-            "Rank %d scored %d of %d batches (cost %d of %d) in %.2f s.",
-            self.rank,
-            len(mine),
-            len(work.batches),
-            sum(cost for cost, owner in zip(costs, owners, strict=True) if owner == self.rank),
-            sum(costs),
-            time.perf_counter() - started,
-        )
-        scores = self.scorer.assemble(jobs, work, pool_target_scores(partial, self._group))
-        offset = sum(len(part) for part in everyone[: self.rank])
-        return [scores[keys[offset + i]] for i in range(len(pairs))]
 
     def _write_token_log(self, pairs: list[tuple[str, str]], scores: list[SentenceScore]) -> None:
         path = self.token_log

@@ -1,70 +1,55 @@
 """Masking plans: which positions are hidden when one target token is scored.
 
 A plan is a pure function of the word each position belongs to, so it can be checked by
-hand on tiny examples and reused for any tokenizer.  The four metrics follow Kauf & Ivanova
-(2023, section 3.1 and appendix G):
+hand on tiny examples and reused for any tokenizer.  Every plan works on many targets at
+once: row ``k`` of ``words`` holds the word id of each position of the sequence that
+target ``k`` belongs to, ``targets[k]`` is the target's position, and the plan returns a
+boolean ``[k, position]`` matrix, True where the position is replaced by the mask token.
+Rows of any number of sequences of one length go through in one call, which is what lets
+the planner handle all of BLiMP with a few array operations instead of a loop per sentence.
 
-- ``original`` (Salazar et al. 2020): mask the target only.
-- ``word_l2r``: mask the target and the later tokens of its word, so that the first piece of
-  ``so ##uven ##ir`` cannot be read off its own continuation.
-- ``whole_word``: mask every token of the target's word.
-- ``sentence_l2r``: mask the target and every later position, closing special token
-  included, as the paper's reference code does.
-
-Positions marked *protected* (the context of an lm-eval request) are never masked.
+The definitions follow Kauf & Ivanova (2023, section 3.1 and appendix G); which plan
+belongs to which metric name is recorded in :mod:`pll_harness.metrics`.  Context that must
+stay visible (lm-eval's context) is removed from a plan by the planner, not here.
 """
 
 from __future__ import annotations
 
-import torch
-
-PLL_METRICS: tuple[str, ...] = ("original", "word_l2r", "whole_word", "sentence_l2r")
-DEFAULT_METRIC = "word_l2r"
-WORD_LEVEL_METRICS = frozenset({"word_l2r", "whole_word"})
+import numpy as np
 
 NO_WORD = -1
 """Word id given to special tokens: they belong to no word and are never targets."""
 
 
-def check_metric(metric: str) -> str:
-    """Return ``metric`` if it is known, else raise an error that lists the valid names."""
-    if metric not in PLL_METRICS:
-        raise ValueError(
-            f"Unknown pll_metric {metric!r}. Choose one of: {', '.join(PLL_METRICS)} "
-            f"(default {DEFAULT_METRIC!r})."
-        )
-    return metric
+def _positions(words: np.ndarray) -> np.ndarray:
+    return np.arange(words.shape[1])[None, :]
 
 
-def mask_plan(
-    word_ids: torch.Tensor,
-    targets: torch.Tensor,
-    metric: str,
-    protected: torch.Tensor | None = None,
-) -> torch.Tensor:
-    """Boolean ``[len(targets), len(word_ids)]`` matrix: row i is the mask used to score
-    ``targets[i]``.
+def _same_word(words: np.ndarray, targets: np.ndarray) -> np.ndarray:
+    """True where a position belongs to its row's target word (never for NO_WORD)."""
+    target_words = words[np.arange(words.shape[0]), targets][:, None]
+    return (words == target_words) & (target_words != NO_WORD)
 
-    ``word_ids`` holds one word index per position (``NO_WORD`` for special tokens);
-    ``protected`` marks positions that must stay visible whatever the metric.
-    """
-    check_metric(metric)
-    length = word_ids.shape[0]
-    positions = torch.arange(length, device=word_ids.device)
-    targets = targets.to(device=word_ids.device, dtype=torch.long)
-    is_target = positions[None, :] == targets[:, None]
-    if metric == "original":
-        plan = is_target
-    elif metric == "sentence_l2r":
-        plan = positions[None, :] >= targets[:, None]
-    else:
-        target_words = word_ids[targets]
-        same_word = (word_ids[None, :] == target_words[:, None]) & (
-            target_words[:, None] != NO_WORD
-        )
-        if metric == "word_l2r":
-            same_word &= positions[None, :] >= targets[:, None]
-        plan = same_word | is_target
-    if protected is not None:
-        plan = plan & ~protected.to(device=plan.device)[None, :]
-    return plan
+
+def mask_target_only(words: np.ndarray, targets: np.ndarray) -> np.ndarray:
+    """``original``: the target alone."""
+    return _positions(words) == targets[:, None]
+
+
+def mask_word_to_right(words: np.ndarray, targets: np.ndarray) -> np.ndarray:
+    """``word_l2r``: the target and the later tokens of its word, so that the first piece of
+    ``so ##uven ##ir`` cannot be read off its own continuation."""
+    positions = _positions(words)
+    later = positions >= targets[:, None]
+    return (positions == targets[:, None]) | (_same_word(words, targets) & later)
+
+
+def mask_whole_word(words: np.ndarray, targets: np.ndarray) -> np.ndarray:
+    """``whole_word``: every token of the target's word."""
+    return (_positions(words) == targets[:, None]) | _same_word(words, targets)
+
+
+def mask_sentence_to_right(words: np.ndarray, targets: np.ndarray) -> np.ndarray:
+    """``sentence_l2r``: the target and every later position, the closing special token
+    included, as the paper's reference code does."""
+    return _positions(words) >= targets[:, None]

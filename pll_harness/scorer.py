@@ -14,28 +14,21 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+import numpy as np
 import torch
 
 from pll_harness.encoding import (
-    Encoded,
+    Encodings,
     SpecialTokens,
-    encode_request,
+    encode_requests,
     require_fast_tokenizer,
     special_tokens,
 )
 from pll_harness.heads import split_masked_lm
 from pll_harness.loading import LoadedModel, load_masked_lm, model_max_length
-from pll_harness.masking import DEFAULT_METRIC, NO_WORD, WORD_LEVEL_METRICS, check_metric
-from pll_harness.runner import (
-    Batch,
-    Batching,
-    CopyPlan,
-    PLLRunner,
-    TargetScores,
-    build_copy_plan,
-    plan_batches,
-)
-from pll_harness.windows import Window, plan_windows
+from pll_harness.metrics import DEFAULT_METRIC, get_metric
+from pll_harness.planning import Batching, Work, plan_work
+from pll_harness.runner import PLLRunner, TargetScores
 
 logger = logging.getLogger(__name__)
 
@@ -74,25 +67,24 @@ class SentenceScore:
 
 
 @dataclass(frozen=True)
-class Job:
-    """One distinct request: its tokens and the windows it is scored in."""
+class Jobs:
+    """Distinct requests: the continuation each scores and the tokens of all of them."""
 
-    text: str
-    encoded: Encoded
-    windows: tuple[Window, ...]
+    texts: list[str]
+    encodings: Encodings
 
-
-@dataclass(frozen=True)
-class Work:
-    """The copy plans of some jobs (``plan_jobs[p]`` is plan p's job) and their batches."""
-
-    plans: list[CopyPlan]
-    plan_jobs: list[int]
-    batches: list[Batch]
+    def __len__(self) -> int:
+        return len(self.texts)
 
 
 class PLLScorer:
-    """Pseudo-log-likelihood scorer for one masked LM and one metric."""
+    """Pseudo-log-likelihood scorer for one masked LM and one metric.
+
+    A run has four steps, each over all requests at once: :meth:`distinct_jobs` tokenizes
+    the distinct requests in one tokenizer call, :meth:`plan_work` plans copies and
+    batches with array operations (:mod:`pll_harness.planning`), the runner scores the
+    batches, and :meth:`assemble` slices the per-token results out of one flat array.
+    """
 
     def __init__(
         self,
@@ -104,8 +96,9 @@ class PLLScorer:
         batch_size: int | None = None,
         max_length: int | None = None,
     ) -> None:
-        self.metric = check_metric(pll_metric)
-        require_fast_tokenizer(tokenizer, pll_metric, pll_metric in WORD_LEVEL_METRICS)
+        self._metric = get_metric(pll_metric)
+        self.metric = self._metric.name
+        require_fast_tokenizer(tokenizer, pll_metric, self._metric.word_level)
         if tokenizer.mask_token_id is None:
             raise ValueError(
                 f"The tokenizer of {type(model).__name__} has no mask token, so it cannot be "
@@ -126,17 +119,16 @@ class PLLScorer:
         self.max_length = max_length or limit
         if self.max_length <= self.specials.count:
             raise ValueError(f"max_length={self.max_length} leaves no room for text tokens.")
-        pad_id = tokenizer.pad_token_id
+        self.batching = Batching(
+            max_batch_tokens or default_batch_tokens(model, self.device), batch_size
+        )
         self.runner = PLLRunner(
             split_masked_lm(model),
             mask_token_id=tokenizer.mask_token_id,
-            pad_token_id=pad_id if pad_id is not None else tokenizer.mask_token_id,
             device=self.device,
-            batching=Batching(
-                max_batch_tokens or default_batch_tokens(model, self.device), batch_size
-            ),
             vocab_size=_vocab_size(model),
         )
+        self._vocabulary: list[str] | None = None
         self._warned_truncation = False
 
     @classmethod
@@ -187,84 +179,39 @@ class PLLScorer:
         ``progress(n)`` is called as requests finish, with how many finished.
         """
         keys, jobs = self.distinct_jobs(requests)
-        multiplicity = [0] * len(jobs)
-        for key in keys:
-            multiplicity[key] += 1
+        multiplicity = np.bincount(np.asarray(keys, dtype=np.int64), minlength=len(jobs))
         scores = self.score_jobs(jobs, progress, multiplicity)
         return [scores[key] for key in keys]
 
-    def distinct_jobs(self, requests: Sequence[tuple[str, str]]) -> tuple[list[int], list[Job]]:
-        """Map each request to a distinct job (``keys[i]`` is request i's job); identical
-        requests are tokenized and scored once."""
+    def distinct_jobs(self, requests: Sequence[tuple[str, str]]) -> tuple[list[int], Jobs]:
+        """Map each request to a distinct job (``keys[i]`` is request i's job) and tokenize
+        the jobs in one call; identical requests are tokenized and scored once."""
         index: dict[tuple[str, str], int] = {}
-        keys, jobs = [], []
-        for context, continuation in requests:
-            key = (context, continuation)
-            if key not in index:
-                index[key] = len(jobs)
-                encoded = encode_request(self.tokenizer, context, continuation)
-                jobs.append(Job(continuation, encoded, tuple(self._windows(encoded))))
-            keys.append(index[key])
-        return keys, jobs
+        keys = [index.setdefault(pair, len(index)) for pair in map(tuple, requests)]
+        pairs = list(index)
+        encodings = encode_requests(self.tokenizer, pairs)
+        return keys, Jobs([continuation for _, continuation in pairs], encodings)
 
     def score_jobs(
         self,
-        jobs: Sequence[Job],
+        jobs: Jobs,
         progress: Callable[[int], None] | None = None,
-        weights: Sequence[int] | None = None,
+        weights: Sequence[int] | np.ndarray | None = None,
     ) -> list[SentenceScore]:
         """Score jobs in one engine run; ``progress(weights[j])`` fires when job j is done."""
-        weights = weights if weights is not None else [1] * len(jobs)
-        work = self.plan_work(jobs)
-        remaining = [len(job.windows) for job in jobs]
-
-        def plan_done(plan_index: int) -> None:
-            job_index = work.plan_jobs[plan_index]
-            remaining[job_index] -= 1
-            if remaining[job_index] == 0 and progress is not None:
-                progress(weights[job_index])
-
-        def batch_done(batch: Batch) -> None:
-            for segment in batch:
-                if segment.stop == work.plans[segment.plan].n_copies:
-                    plan_done(segment.plan)
-
+        work = self.plan_work(jobs.encodings)
+        on_batch_done = None
         if progress is not None:
-            progress(sum(w for job, w in zip(jobs, weights, strict=True) if not job.windows))
-        for plan_index, plan in enumerate(work.plans):
-            if plan.n_copies == 0:
-                plan_done(plan_index)
-        results = self.runner.run(work.plans, work.batches, batch_done)
+            finished = finished_per_batch(jobs.encodings, work, work.batches, weights)
+            progress(int(finished[-1]))
+            on_batch_done = lambda position: progress(int(finished[position]))  # noqa: E731
+        results = self.runner.run(work, work.batches, on_batch_done)
         return self.assemble(jobs, work, results)
 
-    def plan_work(self, jobs: Sequence[Job]) -> Work:
-        """Copy plans for every window of every job, packed into batches."""
-        plans, plan_jobs = [], []
-        for job_index, job in enumerate(jobs):
-            for window in job.windows:
-                plans.append(self._plan(job.encoded, window))
-                plan_jobs.append(job_index)
-        return Work(plans, plan_jobs, plan_batches(plans, self.runner.batching))
-
-    def assemble(
-        self, jobs: Sequence[Job], work: Work, results: Sequence[TargetScores]
-    ) -> list[SentenceScore]:
-        """Per-job scores from the per-plan results of ``work`` (all of its batches run)."""
-        if any(bool(torch.isnan(r.logprobs).any()) for r in results):
-            raise RuntimeError(
-                "Some target log-probabilities are NaN: either the model produced NaN (in "
-                "float16, try dtype=float32 or bfloat16) or not every batch was run."
-            )
-        per_job: list[list[TargetScores]] = [[] for _ in jobs]
-        for job_index, result in zip(work.plan_jobs, results, strict=True):
-            per_job[job_index].append(result)
-        return [self._assemble(job, parts) for job, parts in zip(jobs, per_job, strict=True)]
-
-    def _windows(self, encoded: Encoded) -> list[Window]:
-        if encoded.n_targets == 0:
-            return []
-        windows = plan_windows(len(encoded.ids), encoded.first_target, self.capacity)
-        if windows[0].start > 0 and len(windows) == 1 and not self._warned_truncation:
+    def plan_work(self, encodings: Encodings) -> Work:
+        """Copies and batches for every scored token of ``encodings`` (see planning)."""
+        work = plan_work(encodings, self.specials, self.capacity, self._metric, self.batching)
+        if work.truncated and not self._warned_truncation:
             logger.warning(
                 "An input is longer than the model's maximum length (%d tokens): its context "
                 "was cut from the left so that the whole continuation is scored. Further "
@@ -272,37 +219,76 @@ class PLLScorer:
                 self.max_length,
             )
             self._warned_truncation = True
-        return windows
+        return work
 
-    def _plan(self, encoded: Encoded, window: Window) -> CopyPlan:
-        prefix, suffix = self.specials.prefix, self.specials.suffix
-        body = encoded.ids[window.start : window.end]
-        words = encoded.word_ids[window.start : window.end]
-        input_ids = torch.tensor(prefix + body + suffix, dtype=torch.long)
-        word_ids = torch.tensor(
-            (NO_WORD,) * len(prefix) + words + (NO_WORD,) * len(suffix), dtype=torch.long
-        )
-        offset = len(prefix) - window.start
-        targets = torch.arange(window.target_start, window.target_end) + offset
-        protected = torch.zeros(input_ids.shape[0], dtype=torch.bool)
-        context_end = encoded.first_target + offset
-        protected[len(prefix) : max(context_end, len(prefix))] = True
-        return build_copy_plan(input_ids, word_ids, targets, self.metric, protected)
+    def assemble(
+        self, jobs: Jobs, work: Work, results: TargetScores, first_job: int = 0
+    ) -> list[SentenceScore]:
+        """Per-job scores out of the flat results of ``work``.
 
-    def _assemble(self, job: Job, parts: list[TargetScores]) -> SentenceScore:
-        ids = job.encoded.ids[job.encoded.first_target :]
-        if parts:
-            logprobs = torch.cat([p.logprobs for p in parts]).tolist()
-            greedy = torch.cat([p.greedy for p in parts]).tolist()
-        else:
-            logprobs, greedy = [], []
-        return SentenceScore(
-            text=job.text,
-            tokens=tuple(self.tokenizer.convert_ids_to_tokens(list(ids))),
-            token_ids=ids,
-            token_logprobs=tuple(logprobs),
-            token_greedy=tuple(bool(g) for g in greedy),
-        )
+        ``jobs`` are the texts ``first_job, first_job + 1, ...`` of the encodings ``work``
+        was planned on (a data-parallel rank planned everyone's and assembles its own).
+        """
+        encodings = jobs.encodings
+        slots = work.slot_offsets[first_job : first_job + len(jobs) + 1]
+        source = torch.from_numpy(work.slot_source[slots[0] : slots[-1]])
+        logprobs, greedy = results.logprobs[source], results.greedy[source]
+        if bool(torch.isnan(logprobs).any()):
+            raise RuntimeError(
+                "Some target log-probabilities are NaN: either the model produced NaN (in "
+                "float16, try dtype=float32 or bfloat16) or not every batch was run."
+            )
+        vocabulary = self._token_strings()
+        logprob_list, greedy_list = logprobs.tolist(), greedy.tolist()
+        ids = encodings.ids.tolist()
+        offsets = encodings.offsets.tolist()
+        first_target = encodings.first_target.tolist()
+        base = int(slots[0])
+        bounds = (slots - base).tolist()
+        scores = []
+        for index, text in enumerate(jobs.texts):
+            token_ids = ids[offsets[index] + first_target[index] : offsets[index + 1]]
+            lo, hi = bounds[index], bounds[index + 1]
+            scores.append(
+                SentenceScore(
+                    text=text,
+                    tokens=tuple([vocabulary[i] for i in token_ids]),
+                    token_ids=tuple(token_ids),
+                    token_logprobs=tuple(logprob_list[lo:hi]),
+                    token_greedy=tuple(greedy_list[lo:hi]),
+                )
+            )
+        return scores
+
+    def _token_strings(self) -> list[str]:
+        """Every token id's string, looked up once rather than per scored token."""
+        if self._vocabulary is None:
+            every_id = list(range(len(self.tokenizer)))
+            self._vocabulary = self.tokenizer.convert_ids_to_tokens(every_id)
+        return self._vocabulary
+
+
+def finished_per_batch(
+    encodings: Encodings,
+    work: Work,
+    batches: Sequence[Any],
+    weights: Sequence[int] | np.ndarray | None = None,
+) -> np.ndarray:
+    """How many jobs (weighted) finish with each of ``batches`` run in order; the last
+    entry counts the jobs that need no batch at all (nothing to score)."""
+    n_jobs = len(encodings)
+    weights = np.ones(n_jobs, dtype=np.int64) if weights is None else np.asarray(weights)
+    slot_batch = np.full(work.n_slots, -1, dtype=np.int64)
+    for position, batch in enumerate(batches):
+        group = work.groups[batch.group]
+        start, stop = work.target_range(batch)
+        slot_batch[group.target_slot[start:stop]] = position
+    job_of_slot = np.repeat(np.arange(n_jobs), encodings.n_targets)
+    last = np.full(n_jobs, -1, dtype=np.int64)
+    np.maximum.at(last, job_of_slot, slot_batch[work.slot_source])
+    finished = np.zeros(len(batches) + 1, dtype=np.int64)
+    np.add.at(finished, last, weights)
+    return finished
 
 
 def default_batch_tokens(model: torch.nn.Module, device: torch.device) -> int:

@@ -2,7 +2,8 @@
 
 It shares no code with the engine: it encodes with the tokenizer's own special tokens,
 decides the masked set of each target with a plain loop over the definitions, and reads
-the target's log-probability from the full logits.
+the target's log-probability from the full logits.  Only the metric's name is checked
+against the registry, so that an unknown name fails here as it does in the engine.
 """
 
 from __future__ import annotations
@@ -10,6 +11,8 @@ from __future__ import annotations
 import copy
 
 import torch
+
+from pll_harness.metrics import get_metric
 
 
 def target_positions(tokenizer, context: str, continuation: str) -> tuple[list[int], list]:
@@ -27,22 +30,27 @@ def target_positions(tokenizer, context: str, continuation: str) -> tuple[list[i
     return enc["input_ids"], words, targets
 
 
+DEFINITIONS = {
+    "original": lambda j, target, same_word: j == target,
+    "word_l2r": lambda j, target, same_word: j == target or (same_word and j > target),
+    "whole_word": lambda j, target, same_word: j == target or same_word,
+    "sentence_l2r": lambda j, target, same_word: j >= target,
+}
+"""Each metric's definition, written out per position: is ``j`` hidden for ``target``?"""
+
+
 def masked_set(words: list, targets: list[int], target: int, metric: str) -> set[int]:
-    """Positions hidden when scoring ``target``: the metric's definition, context excluded."""
+    """Positions hidden when scoring ``target``: the metric's definition, context excluded.
+
+    A name the registry does not know fails as it does everywhere; a registered metric
+    without a definition here fails with a KeyError, so a new metric needs one."""
+    hides = DEFINITIONS[get_metric(metric).name]
     context = {i for i, w in enumerate(words) if w is not None and i not in targets}
-    hidden = set()
-    for j, word in enumerate(words):
-        if j in context:
-            continue
-        same_word = word is not None and word == words[target]
-        if (
-            j == target
-            or (metric == "word_l2r" and same_word and j > target)
-            or (metric == "whole_word" and same_word)
-            or (metric == "sentence_l2r" and j > target)
-        ):
-            hidden.add(j)
-    return hidden
+    return {
+        j
+        for j, word in enumerate(words)
+        if j not in context and hides(j, target, word is not None and word == words[target])
+    }
 
 
 def float64_model(model: torch.nn.Module) -> torch.nn.Module:

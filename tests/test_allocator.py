@@ -7,7 +7,7 @@ import platform
 import pytest
 
 from pll_harness import allocator
-from pll_harness.runner import Batching, PLLRunner
+from pll_harness.runner import PLLRunner
 
 
 @pytest.mark.skipif(
@@ -23,7 +23,7 @@ def test_cpu_runner_pins_the_mmap_threshold_on_glibc(monkeypatch):
         return calls[-1]
 
     monkeypatch.setattr("pll_harness.runner.pin_mmap_threshold", spy)
-    PLLRunner(None, 4, 0, "cpu", Batching(1024), 10)
+    PLLRunner(None, 4, "cpu", 10)
     assert calls == [True]  # mallopt accepted the setting
     assert allocator.pin_mmap_threshold() is True  # and a second call is a no-op
 

@@ -10,7 +10,7 @@ from conftest import GatheredGroup
 from lm_eval_runs import BIN, run_checked, write_pair_task
 
 from pll_harness.distributed import balance_by_cost, common_batching
-from pll_harness.runner import Batching
+from pll_harness.planning import Batching
 
 
 def test_balance_by_cost_evens_out_the_parts():

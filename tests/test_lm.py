@@ -11,7 +11,7 @@ from reference_pll import float64_model, masked_set
 from transformers import AutoModelForMaskedLM, AutoTokenizer, GPT2Config, GPT2LMHeadModel
 
 from pll_harness.lm import PLLMaskedLM
-from pll_harness.masking import PLL_METRICS
+from pll_harness.metrics import PLL_METRICS
 from pll_harness.windows import plan_windows
 
 

@@ -1,15 +1,19 @@
-"""Masking plans on hand-written cases: ``[CLS] The so ##uven ##ir . [SEP]``."""
+"""Masking plans on hand-written cases: ``[CLS] The so ##uven ##ir . [SEP]``, through the
+metric registry, and the context protection the planner adds on top."""
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
-import torch
+from reference_pll import DEFINITIONS, masked_set
 
-from pll_harness.masking import NO_WORD, PLL_METRICS, check_metric, mask_plan
+from pll_harness.masking import NO_WORD
+from pll_harness.metrics import METRICS, PLL_METRICS, check_metric, get_metric
+from pll_harness.planning import copy_masks
 
 # [CLS] The so ##uven ##ir . [SEP]
-WORDS = torch.tensor([NO_WORD, 0, 1, 1, 1, 2, NO_WORD])
-TARGETS = torch.tensor([1, 2, 3, 4, 5])
+WORDS = np.array([NO_WORD, 0, 1, 1, 1, 2, NO_WORD])
+TARGETS = np.array([1, 2, 3, 4, 5])
 
 EXPECTED = {
     "original": [{1}, {2}, {3}, {4}, {5}],
@@ -19,40 +23,73 @@ EXPECTED = {
 }
 
 
-def as_sets(plan: torch.Tensor) -> list[set[int]]:
-    return [set(row.nonzero().flatten().tolist()) for row in plan]
+def as_sets(plan: np.ndarray) -> list[set[int]]:
+    return [set(np.flatnonzero(row).tolist()) for row in plan]
+
+
+def plan(metric: str, targets: np.ndarray, words: np.ndarray = WORDS) -> np.ndarray:
+    return get_metric(metric).plan(np.broadcast_to(words, (len(targets), len(words))), targets)
+
+
+def test_every_registered_metric_has_expectations_and_a_reference_definition():
+    assert set(EXPECTED) == set(PLL_METRICS)
+    assert set(DEFINITIONS) == set(PLL_METRICS)
+
+
+def test_the_reference_refuses_unknown_metrics():
+    with pytest.raises(ValueError, match="Unknown pll_metric"):
+        masked_set([None, 0, None], [1], 1, "global_l2r")
 
 
 @pytest.mark.parametrize("metric", PLL_METRICS)
 def test_plans_match_the_definitions(metric):
-    assert as_sets(mask_plan(WORDS, TARGETS, metric)) == EXPECTED[metric]
+    assert as_sets(plan(metric, TARGETS)) == EXPECTED[metric]
+
+
+@pytest.mark.parametrize("metric", PLL_METRICS)
+def test_rows_of_different_sequences_are_planned_independently(metric):
+    """One call plans targets of many sequences: each row uses its own words."""
+    other = np.array([NO_WORD, 0, 0, 0, 1, 2, NO_WORD])  # [CLS] so ##uv ##en ir . [SEP]
+    words = np.stack([WORDS, other, WORDS])
+    targets = np.array([2, 1, 3])
+    alone = [plan(metric, targets[i : i + 1], words[i]) for i in range(3)]
+    together = get_metric(metric).plan(words, targets)
+    assert as_sets(together) == [as_sets(a)[0] for a in alone]
 
 
 @pytest.mark.parametrize("metric", PLL_METRICS)
 def test_protected_context_is_never_masked(metric):
     # Context "The so", continuation "uvenir.": the word straddles the boundary.
-    protected = torch.tensor([False, True, True, False, False, False, False])
-    plan = mask_plan(WORDS, torch.tensor([3, 4, 5]), metric, protected)
+    targets = np.array([3, 4, 5])
+    words = np.broadcast_to(WORDS, (3, len(WORDS)))
+    masks = copy_masks(get_metric(metric), words, targets, 1, np.array([3, 3, 3]))
     expected = {
         "original": [{3}, {4}, {5}],
         "word_l2r": [{3, 4}, {4}, {5}],
         "whole_word": [{3, 4}, {3, 4}, {5}],
         "sentence_l2r": [{3, 4, 5, 6}, {4, 5, 6}, {5, 6}],
     }[metric]
-    assert as_sets(plan) == expected
+    assert as_sets(masks) == expected
 
 
 def test_special_tokens_are_not_one_word():
     """Both specials carry NO_WORD; whole_word must not tie them together."""
-    plan = mask_plan(WORDS, torch.tensor([5]), "whole_word")
-    assert as_sets(plan) == [{5}]
+    assert as_sets(plan("whole_word", np.array([5]))) == [{5}]
 
 
 def test_unknown_metric_lists_the_valid_ones():
     with pytest.raises(ValueError, match="original, word_l2r, whole_word, sentence_l2r"):
         check_metric("within_word_l2r")
     with pytest.raises(ValueError, match="Unknown pll_metric"):
-        mask_plan(WORDS, TARGETS, "global_l2r")
+        get_metric("global_l2r")
+
+
+def test_registry_entries_are_complete():
+    for name, metric in METRICS.items():
+        assert metric.name == name
+        assert callable(metric.plan)
+        assert metric.label and metric.colour.startswith("#") and metric.citation
+        assert metric.hidden
 
 
 @pytest.fixture(params=["tiny_bert_dir", "tiny_roberta_dir"])
@@ -67,11 +104,11 @@ def real_plan(tokenizer, context: str, continuation: str, metric: str) -> list[s
     from pll_harness.encoding import encode_request
 
     encoded = encode_request(tokenizer, context, continuation)
-    words = torch.tensor([NO_WORD, *encoded.word_ids, NO_WORD])
-    targets = torch.arange(encoded.first_target, len(encoded.ids)) + 1
-    protected = torch.zeros(len(words), dtype=torch.bool)
-    protected[1 : encoded.first_target + 1] = True
-    return as_sets(mask_plan(words, targets, metric, protected))
+    words = np.array([NO_WORD, *encoded.word_ids, NO_WORD])
+    targets = np.arange(encoded.first_target, len(encoded.ids)) + 1
+    rows = np.broadcast_to(words, (len(targets), len(words)))
+    context_end = np.full(len(targets), encoded.first_target + 1)
+    return as_sets(copy_masks(get_metric(metric), rows, targets, 1, context_end))
 
 
 def test_hooligan_sentence_on_real_tokenizers(tokenizer):

@@ -1,23 +1,18 @@
-"""Batch packing and partial runs: the properties data parallelism relies on.
+"""Partial runs: the property data parallelism relies on.
 
-A data-parallel run deals the batches of ``plan_batches`` out to processes and pools the
-results, so (1) the batches must not depend on the order the requests arrive in, (2) every
-copy must be in exactly one batch, and (3) running the batches in parts and pooling must
-give bit-for-bit the numbers of one full run.  Tolerance here is zero: same batches, same
-kernels, same float32 results.
+A data-parallel run deals the planned batches out to processes and pools the results, so
+running the batches in parts and pooling must give bit-for-bit the numbers of one full
+run, and a run that misses a batch must not pass for a result.  Tolerance here is zero:
+same batches, same kernels, same float32 results.
 """
 
 from __future__ import annotations
-
-import itertools
-import random
 
 import pytest
 import torch
 from conftest import GatheredGroup
 
 from pll_harness.distributed import pool_target_scores
-from pll_harness.runner import Batching, batch_cost, plan_batches
 from pll_harness.scorer import PLLScorer
 
 TEXTS = [
@@ -40,67 +35,33 @@ def scorer(request) -> PLLScorer:
     )
 
 
-def batch_contents(work, batches) -> list[list[tuple]]:
-    """Batches described by what they hold, independent of plan indices."""
-    return [
-        [
-            (tuple(work.plans[s.plan].input_ids.tolist()), s.first, s.stop)
-            for s in sorted(batch, key=lambda s: (work.plans[s.plan].input_ids.tolist(), s.first))
-        ]
-        for batch in batches
-    ]
-
-
-def test_batches_do_not_depend_on_request_order(scorer):
-    _, jobs = scorer.distinct_jobs([("", t) for t in TEXTS])
-    shuffled = list(jobs)
-    random.Random(3).shuffle(shuffled)
-    work, other = scorer.plan_work(jobs), scorer.plan_work(shuffled)
-    assert len(work.batches) > 3  # the budget forces several batches
-    assert batch_contents(work, work.batches) == batch_contents(other, other.batches)
-
-
-@pytest.mark.parametrize("batch_size", [None, 2])
-def test_every_copy_is_in_exactly_one_batch_within_the_limits(scorer, batch_size):
-    _, jobs = scorer.distinct_jobs([("", t) for t in TEXTS])
-    plans = scorer.plan_work(jobs).plans
-    batching = Batching(max_batch_tokens=120, batch_size=batch_size)
-    batches = plan_batches(plans, batching)
-    covered = {i: [] for i in range(len(plans))}
-    for batch in batches:
-        width = max(plans[s.plan].length for s in batch)
-        rows = sum(s.stop - s.first for s in batch)
-        assert rows <= batching.rows_for(width)
-        assert batch_cost(plans, batch) == rows * width
-        if batch_size:
-            assert len(batch) <= batch_size
-        for s in batch:
-            covered[s.plan].append((s.first, s.stop))
-    for index, spans in covered.items():
-        spans.sort()
-        assert spans[0][0] == 0 and spans[-1][1] == plans[index].n_copies
-        assert all(a[1] == b[0] for a, b in itertools.pairwise(spans))
-
-
 def test_parts_pooled_equal_one_full_run_exactly(scorer):
     _, jobs = scorer.distinct_jobs([("", t) for t in TEXTS])
-    work = scorer.plan_work(jobs)
-    full = scorer.runner.run(work.plans, work.batches)
-    even = scorer.runner.run(work.plans, work.batches[0::2])
-    odd = scorer.runner.run(work.plans, work.batches[1::2])
-    assert any(bool(torch.isnan(t.logprobs).any()) for t in even)  # parts really are partial
-    flat = [(torch.cat([t.logprobs for t in part]), torch.cat([t.greedy for t in part]))
-            for part in (even, odd)]  # fmt: skip
-    pooled = pool_target_scores(even, GatheredGroup(flat))
-    for a, b in zip(full, pooled, strict=True):
-        assert torch.equal(a.logprobs, b.logprobs)
-        assert torch.equal(a.greedy, b.greedy)
+    work = scorer.plan_work(jobs.encodings)
+    assert len(work.batches) > 3
+    full = scorer.runner.run(work)
+    even = scorer.runner.run(work, work.batches[0::2])
+    odd = scorer.runner.run(work, work.batches[1::2])
+    assert bool(torch.isnan(even.logprobs).any())  # the parts really are partial
+    pooled = pool_target_scores(
+        even, GatheredGroup([(even.logprobs, even.greedy), (odd.logprobs, odd.greedy)])
+    )
+    assert torch.equal(full.logprobs, pooled.logprobs)
+    assert torch.equal(full.greedy, pooled.greedy)
     assert scorer.assemble(jobs, work, pooled) == scorer.score_jobs(jobs)
 
 
 def test_assembling_an_incomplete_run_is_an_error(scorer):
     _, jobs = scorer.distinct_jobs([("", t) for t in TEXTS])
-    work = scorer.plan_work(jobs)
-    partial = scorer.runner.run(work.plans, work.batches[1:])
+    work = scorer.plan_work(jobs.encodings)
+    partial = scorer.runner.run(work, work.batches[1:])
     with pytest.raises(RuntimeError, match="NaN"):
         scorer.assemble(jobs, work, partial)
+
+
+def test_progress_counts_every_request_once(scorer):
+    seen = []
+    requests = [("", t) for t in TEXTS] + [("", TEXTS[0]), ("Nothing", "")]
+    scorer.score_requests(requests, progress=seen.append)
+    assert sum(seen) == len(requests)
+    assert seen[0] == 1  # the empty continuation is done before any batch runs

@@ -12,7 +12,7 @@ import torch
 from conftest import real_model_dirs
 from reference_pll import float64_model, naive_pll, target_positions
 
-from pll_harness.masking import PLL_METRICS
+from pll_harness.metrics import PLL_METRICS
 from pll_harness.scorer import PLLScorer
 
 TOLERANCE = 1e-4

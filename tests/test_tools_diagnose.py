@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 from tools_support import assert_png, build_tiny_gpt2, causal_reference
 
-from pll_harness.masking import PLL_METRICS
+from pll_harness.metrics import PLL_METRICS
 from pll_harness.scorer import PLLScorer
 from pll_harness.tools.cli import main
 from pll_harness.tools.common import (

@@ -8,7 +8,7 @@ import math
 import pytest
 from tools_support import assert_png
 
-from pll_harness.masking import PLL_METRICS
+from pll_harness.metrics import PLL_METRICS
 from pll_harness.scorer import PLLScorer
 from pll_harness.tools.cli import main
 from pll_harness.tools.common import MLMScorers

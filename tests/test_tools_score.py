@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 from tools_support import build_tiny_gpt2, causal_reference
 
-from pll_harness.masking import PLL_METRICS
+from pll_harness.metrics import PLL_METRICS
 from pll_harness.scorer import PLLScorer
 from pll_harness.tools.cli import main
 from pll_harness.tools.common import (
@@ -262,7 +262,7 @@ def test_console_script_help(tmp_path):
 
 
 def test_cli_metric_names_match_engine():
-    from pll_harness.masking import DEFAULT_METRIC
+    from pll_harness.metrics import DEFAULT_METRIC
     from pll_harness.tools.common import DEFAULT_METRIC_NAME, METRIC_NAMES
 
     assert METRIC_NAMES == PLL_METRICS

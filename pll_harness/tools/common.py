@@ -57,7 +57,7 @@ def short_model_name(name: str) -> str:
 def parse_metrics(spec: str | Sequence[str] | None) -> list[str]:
     """``all`` (or None) means every metric; otherwise a comma-separated list (or a list
     of such strings) of metric names, checked and de-duplicated in order."""
-    from pll_harness.masking import PLL_METRICS, check_metric
+    from pll_harness.metrics import PLL_METRICS, check_metric
 
     if spec is None:
         return list(PLL_METRICS)

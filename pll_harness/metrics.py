@@ -1,0 +1,107 @@
+"""The PLL metrics: one registry entry per metric, the only place a metric is described.
+
+The engine reads an entry's plan and whether it needs word boundaries; the tools read its
+label and colour; the docs' metric table and the tests' reference check themselves
+against the registry.  Adding a metric is one entry here, its plan function in
+:mod:`pll_harness.masking` and its tests.  Importing this module costs no torch, so the
+command line and lm-eval's start-up can use it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import numpy as np
+
+from pll_harness import masking
+
+Plan = Callable[[np.ndarray, np.ndarray], np.ndarray]
+
+SALAZAR_2020 = (
+    "Salazar, Liang, Nguyen & Kirchhoff (2020). Masked Language Model Scoring. ACL, 2699-2712."
+)
+KAUF_IVANOVA_2023 = (
+    "Kauf & Ivanova (2023). A Better Way to Do Masked Language Model Scoring. ACL (short)."
+)
+
+
+@dataclass(frozen=True)
+class Metric:
+    """One way of choosing what is hidden while a target token is predicted.
+
+    ``plan`` maps ``(words [k, length], targets [k])`` to the hidden positions
+    (see :mod:`pll_harness.masking`); ``word_level`` metrics need word boundaries, which only
+    fast tokenizers give; ``hidden`` says in words what is masked when token t is scored,
+    for tables; ``label`` is the paper's name, used in plots and tables.
+    """
+
+    name: str
+    plan: Plan
+    word_level: bool
+    hidden: str
+    label: str
+    colour: str
+    citation: str
+
+
+METRICS: dict[str, Metric] = {
+    metric.name: metric
+    for metric in (
+        Metric(
+            name="original",
+            plan=masking.mask_target_only,
+            word_level=False,
+            hidden="t only",
+            label="PLL-original",
+            colour="#9e9e9e",
+            citation=SALAZAR_2020,
+        ),
+        Metric(
+            name="word_l2r",
+            plan=masking.mask_word_to_right,
+            word_level=True,
+            hidden="t and the later tokens of t's word",
+            label="PLL-word-l2r",
+            colour="#7b3294",
+            citation=KAUF_IVANOVA_2023,
+        ),
+        Metric(
+            name="whole_word",
+            plan=masking.mask_whole_word,
+            word_level=True,
+            hidden="every token of t's word",
+            label="PLL-whole-word",
+            colour="#41ab5d",
+            citation=KAUF_IVANOVA_2023,
+        ),
+        Metric(
+            name="sentence_l2r",
+            plan=masking.mask_sentence_to_right,
+            word_level=False,
+            hidden="t and every later position, the closing special token included",
+            label="PLL-sentence-l2r",
+            colour="#e08214",
+            citation=KAUF_IVANOVA_2023 + " (appendix G, PLL-global-l2r in its code)",
+        ),
+    )
+}
+
+PLL_METRICS: tuple[str, ...] = tuple(METRICS)
+DEFAULT_METRIC = "word_l2r"
+
+
+def get_metric(name: str) -> Metric:
+    """The registry entry of ``name``; an unknown name is an error that lists the valid ones."""
+    try:
+        return METRICS[name]
+    except (KeyError, TypeError):
+        raise ValueError(
+            f"Unknown pll_metric {name!r}. Choose one of: {', '.join(PLL_METRICS)} "
+            f"(default {DEFAULT_METRIC!r})."
+        ) from None
+
+
+def check_metric(name: str) -> str:
+    """``name`` if it is a known metric, else the error of :func:`get_metric`."""
+    return get_metric(name).name

@@ -1,0 +1,396 @@
+"""Plan the scoring of many texts at once: sequences, masked copies and batches.
+
+From the tokens of every distinct text (:class:`~pll_harness.encoding.Encodings`) the
+planner builds, with array operations over all texts rather than a loop per text:
+
+1. *sequences*: each text becomes one model input, special tokens added, or several
+   windows when it is longer than the model accepts (:mod:`pll_harness.windows`);
+2. *groups*: sequences of one length, sorted by content; identical sequences are kept once
+   and their twins' results are copied at the end;
+3. *copies*: one masked copy per distinct mask (:mod:`pll_harness.masking` via the metric
+   registry), lm-eval's context always visible; targets that need the same mask share one
+   copy (all pieces of a word under ``whole_word``);
+4. *batches*: contiguous runs of one group's copies.  Every batch holds sequences of one
+   length only, so no padding and no attention mask are needed, and short sentences do
+   not pay for a padding mask in the attention kernel.
+
+Every scored token has a *slot* in one flat result array; text ``i`` owns slots
+``slot_offsets[i]:slot_offsets[i + 1]``.  Groups and batches depend only on the content
+of the texts, never on their order, so processes that each score some batches of the same
+pooled texts reproduce one process's numbers exactly.
+"""
+
+from __future__ import annotations
+
+import itertools
+from dataclasses import dataclass
+from typing import NamedTuple
+
+import numpy as np
+
+from pll_harness.encoding import Encodings, SpecialTokens
+from pll_harness.masking import NO_WORD
+from pll_harness.metrics import Metric
+from pll_harness.windows import plan_windows
+
+PLAN_CHUNK_ELEMENTS = 1 << 24
+"""Mask elements (targets x length) worked on at once while planning, to bound memory on
+long inputs: a 512-token window has 512 targets, i.e. 262,144 elements per sequence."""
+
+
+@dataclass(frozen=True)
+class Batching:
+    """How copies are packed: at most ``max_batch_tokens`` tokens per forward pass, and,
+    when ``batch_size`` is set, the copies of at most that many sequences (lm-eval's
+    ``batch_size`` counts requests; a sequence's copies are what one request costs)."""
+
+    max_batch_tokens: int
+    batch_size: int | None = None
+
+    def rows_for(self, length: int) -> int:
+        return max(1, self.max_batch_tokens // max(length, 1))
+
+
+@dataclass(frozen=True)
+class CopyGroup:
+    """The distinct sequences of one length and the masked copies made of them.
+
+    Copy ``c`` masks sequence ``copy_sequence[c]`` as the metric does for a target at
+    ``copy_target[c]``; target ``t`` sits at ``target_position[t]`` of copy
+    ``target_copy[t]`` (non-decreasing) and its result goes to slot ``target_slot[t]``.
+    Positions ``prefix_length`` to ``context_end[s]`` of sequence ``s`` are context.
+    """
+
+    length: int
+    input_ids: np.ndarray
+    word_ids: np.ndarray
+    context_end: np.ndarray
+    copy_sequence: np.ndarray
+    copy_target: np.ndarray
+    target_copy: np.ndarray
+    target_position: np.ndarray
+    target_slot: np.ndarray
+
+    @property
+    def n_copies(self) -> int:
+        return int(self.copy_sequence.shape[0])
+
+
+class Batch(NamedTuple):
+    """Copies ``first`` to ``stop`` (exclusive) of group ``group``: one forward pass."""
+
+    group: int
+    first: int
+    stop: int
+
+
+@dataclass(frozen=True)
+class BatchInputs:
+    """What the runner feeds the model for one batch: the masked copies, and for each
+    target its row, its position, its true token and its result slot."""
+
+    input_ids: np.ndarray
+    rows: np.ndarray
+    positions: np.ndarray
+    tokens: np.ndarray
+    slots: np.ndarray
+
+
+@dataclass(frozen=True)
+class Work:
+    """Everything one scoring run does.
+
+    ``slot_source[s]`` is the slot whose result answers slot ``s``: itself, or the twin
+    of a duplicate sequence.  ``truncated`` counts texts whose context was cut on the left
+    so that their whole continuation fits.
+    """
+
+    metric: Metric
+    prefix_length: int
+    groups: tuple[CopyGroup, ...]
+    batches: tuple[Batch, ...]
+    slot_offsets: np.ndarray
+    slot_source: np.ndarray
+    truncated: int
+
+    @property
+    def n_slots(self) -> int:
+        return int(self.slot_offsets[-1])
+
+    def cost(self, batch: Batch) -> int:
+        """Tokens the forward pass processes: what its time is roughly proportional to."""
+        return (batch.stop - batch.first) * self.groups[batch.group].length
+
+    def target_range(self, batch: Batch) -> tuple[int, int]:
+        """The batch's targets: ``target_*[start:stop]`` of its group."""
+        copies = self.groups[batch.group].target_copy
+        start, stop = np.searchsorted(copies, (batch.first, batch.stop))
+        return int(start), int(stop)
+
+    def inputs(self, batch: Batch, mask_token_id: int) -> BatchInputs:
+        """The masked copies of ``batch``, built when the batch runs so that the copies of
+        a whole benchmark never sit in memory at once."""
+        group = self.groups[batch.group]
+        sequences = group.copy_sequence[batch.first : batch.stop]
+        hidden = copy_masks(
+            self.metric,
+            group.word_ids[sequences],
+            group.copy_target[batch.first : batch.stop],
+            self.prefix_length,
+            group.context_end[sequences],
+        )
+        ids = group.input_ids[sequences]
+        start, stop = self.target_range(batch)
+        rows = group.target_copy[start:stop] - batch.first
+        positions = group.target_position[start:stop]
+        return BatchInputs(
+            input_ids=np.where(hidden, mask_token_id, ids),
+            rows=rows,
+            positions=positions,
+            tokens=ids[rows, positions],
+            slots=group.target_slot[start:stop],
+        )
+
+
+def copy_masks(
+    metric: Metric,
+    words: np.ndarray,
+    targets: np.ndarray,
+    prefix_length: int,
+    context_end: np.ndarray,
+) -> np.ndarray:
+    """The metric's plan for each row's target, with the row's context (positions
+    ``prefix_length`` to ``context_end``) kept visible whatever the metric."""
+    hidden = metric.plan(words, targets)
+    positions = np.arange(words.shape[1])[None, :]
+    context = (positions >= prefix_length) & (positions < context_end[:, None])
+    return hidden & ~context
+
+
+@dataclass(frozen=True)
+class _Sequences:
+    """One row per model input: tokens ``start:stop`` of text ``text``, scoring its tokens
+    ``target_start:stop`` (windows always run to the end of their targets)."""
+
+    text: np.ndarray
+    start: np.ndarray
+    stop: np.ndarray
+    target_start: np.ndarray
+    target_stop: np.ndarray
+
+
+def plan_work(
+    encodings: Encodings,
+    specials: SpecialTokens,
+    capacity: int,
+    metric: Metric,
+    batching: Batching,
+) -> Work:
+    """Plan the scoring of every text's scored tokens within ``capacity`` text tokens per
+    model input (the special tokens come on top)."""
+    n_targets = encodings.n_targets
+    slot_offsets = np.zeros(len(encodings) + 1, dtype=np.int64)
+    np.cumsum(n_targets, out=slot_offsets[1:])
+    sequences, truncated = _sequences(encodings, capacity)
+    slot_source = np.arange(slot_offsets[-1], dtype=np.int64)
+    text_lengths = sequences.stop - sequences.start
+    groups = [
+        _group(
+            encodings,
+            sequences,
+            np.flatnonzero(text_lengths == n),
+            int(n),
+            specials,
+            metric,
+            slot_offsets,
+            slot_source,
+        )
+        for n in np.unique(text_lengths)[::-1]
+    ]
+    batches = tuple(
+        Batch(index, first, stop)
+        for index, group in enumerate(groups)
+        for first, stop in _batch_spans(group, batching)
+    )
+    return Work(
+        metric=metric,
+        prefix_length=len(specials.prefix),
+        groups=tuple(groups),
+        batches=batches,
+        slot_offsets=slot_offsets,
+        slot_source=slot_source,
+        truncated=truncated,
+    )
+
+
+def _sequences(encodings: Encodings, capacity: int) -> tuple[_Sequences, int]:
+    """Texts that fit are one sequence each (array operations); longer ones are cut into
+    windows (a loop, but only over the few texts that need it)."""
+    lengths, first_target = encodings.lengths, encodings.first_target
+    scored = lengths > first_target
+    fits = np.flatnonzero(scored & (lengths <= capacity))
+    columns = [
+        (fits, np.zeros_like(fits), lengths[fits], first_target[fits], lengths[fits]),
+    ]
+    truncated = 0
+    for text in np.flatnonzero(scored & (lengths > capacity)).tolist():
+        windows = plan_windows(int(lengths[text]), int(first_target[text]), capacity)
+        truncated += len(windows) == 1
+        columns.append(
+            tuple(
+                np.array(values, dtype=np.int64)
+                for values in zip(
+                    *((text, w.start, w.end, w.target_start, w.target_end) for w in windows),
+                    strict=True,
+                )
+            )
+        )
+    text, start, stop, target_start, target_stop = (
+        np.concatenate(parts).astype(np.int64, copy=False) for parts in zip(*columns, strict=True)
+    )
+    return _Sequences(text, start, stop, target_start, target_stop), truncated
+
+
+def _group(
+    encodings: Encodings,
+    sequences: _Sequences,
+    members: np.ndarray,
+    n: int,
+    specials: SpecialTokens,
+    metric: Metric,
+    slot_offsets: np.ndarray,
+    slot_source: np.ndarray,
+) -> CopyGroup:
+    """The copies of the sequences ``members``, which all hold ``n`` text tokens.
+
+    Duplicates are dropped here; ``slot_source`` is updated so that their slots read the
+    results of the copy that was kept."""
+    text = sequences.text[members]
+    start = sequences.start[members]
+    flat = (encodings.offsets[text] + start)[:, None] + np.arange(n)[None, :]
+    ids, words = encodings.ids[flat], encodings.word_ids[flat]
+    first_scored = sequences.target_start[members] - start
+    scored = sequences.target_stop[members] - sequences.target_start[members]
+    context = np.clip(encodings.first_target[text] - start, 0, n)
+    first_slot = slot_offsets[text] + sequences.target_start[members] - encodings.first_target[text]
+
+    keys = (context, scored, first_scored, *words.T[::-1], *ids.T[::-1])
+    order = np.lexsort(keys)
+    ids, words = ids[order], words[order]
+    first_scored, scored, context = first_scored[order], scored[order], context[order]
+    first_slot = first_slot[order]
+    repeated = np.zeros(len(order), dtype=bool)
+    repeated[1:] = (
+        (ids[1:] == ids[:-1]).all(axis=1)
+        & (words[1:] == words[:-1]).all(axis=1)
+        & (first_scored[1:] == first_scored[:-1])
+        & (scored[1:] == scored[:-1])
+        & (context[1:] == context[:-1])
+    )
+    if repeated.any():
+        kept = np.maximum.accumulate(np.where(repeated, 0, np.arange(len(order))))
+        twins = np.flatnonzero(repeated)
+        counts = scored[twins]
+        step = np.arange(counts.sum()) - np.repeat(np.cumsum(counts) - counts, counts)
+        slot_source[np.repeat(first_slot[twins], counts) + step] = (
+            np.repeat(first_slot[kept[twins]], counts) + step
+        )
+        keep = ~repeated
+        ids, words = ids[keep], words[keep]
+        first_scored, scored = first_scored[keep], scored[keep]
+        context, first_slot = context[keep], first_slot[keep]
+
+    prefix, suffix = len(specials.prefix), len(specials.suffix)
+    count = ids.shape[0]
+    input_ids = np.concatenate(
+        [
+            np.broadcast_to(np.asarray(specials.prefix, dtype=np.int64), (count, prefix)),
+            ids,
+            np.broadcast_to(np.asarray(specials.suffix, dtype=np.int64), (count, suffix)),
+        ],
+        axis=1,
+    )
+    word_ids = np.concatenate(
+        [
+            np.full((count, prefix), NO_WORD, dtype=np.int64),
+            words,
+            np.full((count, suffix), NO_WORD, dtype=np.int64),
+        ],
+        axis=1,
+    )
+    context_end = context + prefix
+
+    target_sequence = np.repeat(np.arange(count), scored)
+    step = np.arange(target_sequence.shape[0]) - np.repeat(np.cumsum(scored) - scored, scored)
+    target_position = prefix + first_scored[target_sequence] + step
+    target_slot = first_slot[target_sequence] + step
+    new_copy = _new_copies(metric, word_ids, context_end, prefix, target_sequence, target_position)
+    return CopyGroup(
+        length=n + prefix + suffix,
+        input_ids=input_ids,
+        word_ids=word_ids,
+        context_end=context_end,
+        copy_sequence=target_sequence[new_copy],
+        copy_target=target_position[new_copy],
+        target_copy=np.cumsum(new_copy) - 1,
+        target_position=target_position,
+        target_slot=target_slot,
+    )
+
+
+def _new_copies(
+    metric: Metric,
+    word_ids: np.ndarray,
+    context_end: np.ndarray,
+    prefix: int,
+    target_sequence: np.ndarray,
+    target_position: np.ndarray,
+) -> np.ndarray:
+    """True for each target that needs a copy of its own: its mask differs from the
+    previous target's or belongs to another sequence.  Identical masks of one sequence
+    are neighbours for every metric (a word's tokens are contiguous), so comparing
+    neighbours finds them all.  Worked in chunks, to bound memory on long inputs; the last
+    mask of a chunk is compared with the first of the next."""
+    n_targets = target_sequence.shape[0]
+    new = np.ones(n_targets, dtype=bool)
+    if n_targets == 0:
+        return new
+    length = word_ids.shape[1]
+    per_chunk = max(1, PLAN_CHUNK_ELEMENTS // length)
+    start = 0
+    previous_mask, previous_sequence = None, -1
+    while start < n_targets:
+        stop = min(start + per_chunk, n_targets)
+        sequences = target_sequence[start:stop]
+        masks = copy_masks(
+            metric,
+            word_ids[sequences],
+            target_position[start:stop],
+            prefix,
+            context_end[sequences],
+        )
+        same = np.zeros(stop - start, dtype=bool)
+        same[1:] = (sequences[1:] == sequences[:-1]) & (masks[1:] == masks[:-1]).all(axis=1)
+        if previous_mask is not None and sequences[0] == previous_sequence:
+            same[0] = bool((masks[0] == previous_mask).all())
+        new[start:stop] = ~same
+        previous_mask, previous_sequence = masks[-1], sequences[-1]
+        start = stop
+    return new
+
+
+def _batch_spans(group: CopyGroup, batching: Batching) -> list[tuple[int, int]]:
+    """Copy ranges of at most ``rows_for(length)`` copies and, with a ``batch_size``, of
+    at most that many sequences."""
+    rows = batching.rows_for(group.length)
+    if batching.batch_size:
+        block = group.copy_sequence // batching.batch_size
+        edges = np.flatnonzero(np.diff(block)) + 1
+        bounds = [0, *edges.tolist(), group.n_copies]
+    else:
+        bounds = [0, group.n_copies]
+    return [
+        (first, min(first + rows, stop))
+        for start, stop in itertools.pairwise(bounds)
+        for first in range(start, stop, rows)
+    ]

@@ -1,0 +1,173 @@
+"""The bulk planner against a per-text, obviously-correct plan, on WordPiece and BPE.
+
+Tolerance is zero: planning is integer work.  For every scored token the planner's masked
+copy must equal the copy a plain loop over the metric's definition builds (the same one
+the float64 reference in ``reference_pll`` scores), batches must cover every copy once
+within their limits, and the plan must not depend on the order of the texts, which is
+what lets data-parallel processes reproduce one process exactly.
+"""
+
+from __future__ import annotations
+
+import itertools
+import random
+
+import numpy as np
+import pytest
+from reference_pll import masked_set
+
+from pll_harness.encoding import Encodings, encode_requests, special_tokens
+from pll_harness.metrics import PLL_METRICS, get_metric
+from pll_harness.planning import Batching, Work, plan_work
+
+REQUESTS = [
+    ("", "The hooligan wrecked the souvenir."),
+    ("", "The traveler lost the souvenir."),
+    ("", "A cat sat."),
+    ("", "Who should Derek hug after shocking Richard?"),
+    ("", "These dogs, unlike that cat, weren't barking at 3:45 in the morning!"),
+    ("", "The teachers who the student admires have praised the orchestra."),
+    ("", "Hi"),
+    ("", "A dog sat."),
+    ("The hooligan wrecked the sou", "venir."),
+    ("The hooligan", " wrecked the souvenir."),
+    ("A cat", " sat."),  # the same tokens as "A cat sat." but another target range
+    ("  ", "A cat sat. "),  # the same tokens and targets as "A cat sat.": a twin
+    ("Nothing to score", ""),
+]
+
+
+@pytest.fixture(scope="module", params=["tiny_bert_dir", "tiny_roberta_dir"])
+def tokenizer(request):
+    from transformers import AutoTokenizer
+
+    return AutoTokenizer.from_pretrained(request.getfixturevalue(request.param))
+
+
+BUDGET = Batching(120)
+
+
+def planned(tokenizer, metric="word_l2r", capacity=62, batching=BUDGET, requests=REQUESTS):
+    encodings = encode_requests(tokenizer, requests)
+    work = plan_work(encodings, special_tokens(tokenizer), capacity, get_metric(metric), batching)
+    return encodings, work
+
+
+def fed_copies(work: Work, mask_id: int) -> dict[int, tuple[int, ...]]:
+    """slot -> the masked input the model sees when that slot's token is scored."""
+    fed = {}
+    for batch in work.batches:
+        inputs = work.inputs(batch, mask_id)
+        for row, slot in zip(inputs.rows.tolist(), inputs.slots.tolist(), strict=True):
+            assert slot not in fed, "a token is scored twice"
+            fed[slot] = tuple(inputs.input_ids[row].tolist())
+    return fed
+
+
+def naive_copies(tokenizer, encodings: Encodings, metric: str) -> dict[int, tuple]:
+    """slot -> masked input, text by text, with the reference's definition of the mask."""
+    specials = special_tokens(tokenizer)
+    prefix = len(specials.prefix)
+    copies, slot = {}, 0
+    for index in range(len(encodings)):
+        encoded = encodings.item(index)
+        ids = [*specials.prefix, *encoded.ids, *specials.suffix]
+        words = [None] * prefix + [w if w >= 0 else None for w in encoded.word_ids]
+        words += [None] * len(specials.suffix)
+        targets = list(range(prefix + encoded.first_target, prefix + len(encoded.ids)))
+        for target in targets:
+            hidden = masked_set(words, targets, target, metric)
+            copies[slot] = tuple(
+                tokenizer.mask_token_id if j in hidden else token for j, token in enumerate(ids)
+            )
+            slot += 1
+    return copies
+
+
+@pytest.mark.parametrize("metric", PLL_METRICS)
+@pytest.mark.parametrize(
+    "batching", [Batching(120), Batching(16), Batching(200, 2), Batching(4096, 1)], ids=str
+)
+def test_every_token_gets_the_copy_its_definition_asks_for(tokenizer, metric, batching):
+    encodings, work = planned(tokenizer, metric, batching=batching)
+    fed = fed_copies(work, tokenizer.mask_token_id)
+    expected = naive_copies(tokenizer, encodings, metric)
+    assert work.n_slots == len(expected)
+    for slot in range(work.n_slots):
+        source = int(work.slot_source[slot])
+        assert fed[source] == expected[slot], f"slot {slot}"
+
+
+def test_identical_sequences_are_scored_once(tokenizer):
+    _, work = planned(tokenizer)
+    twins = np.flatnonzero(work.slot_source != np.arange(work.n_slots))
+    plain, spaced = REQUESTS.index(("", "A cat sat.")), REQUESTS.index(("  ", "A cat sat. "))
+    first, second = sorted((plain, spaced))
+    assert twins.tolist() == list(range(*work.slot_offsets[second : second + 2]))
+    assert work.slot_source[twins].tolist() == list(range(*work.slot_offsets[first : first + 2]))
+
+
+@pytest.mark.parametrize("batch_size", [None, 1, 2])
+def test_every_copy_is_in_exactly_one_batch_within_the_limits(tokenizer, batch_size):
+    batching = Batching(max_batch_tokens=120, batch_size=batch_size)
+    _, work = planned(tokenizer, "whole_word", batching=batching)
+    covered = {index: [] for index in range(len(work.groups))}
+    for batch in work.batches:
+        group = work.groups[batch.group]
+        rows = batch.stop - batch.first
+        assert 0 < rows <= batching.rows_for(group.length)
+        assert work.cost(batch) == rows * group.length
+        if batch_size:
+            assert len(set(group.copy_sequence[batch.first : batch.stop])) <= batch_size
+        covered[batch.group].append((batch.first, batch.stop))
+    for index, spans in covered.items():
+        spans.sort()
+        assert spans[0][0] == 0 and spans[-1][1] == work.groups[index].n_copies
+        assert all(a[1] == b[0] for a, b in itertools.pairwise(spans))
+    assert len(work.batches) > 3  # the budget forces several batches
+
+
+def test_whole_word_shares_one_copy_per_word(tokenizer):
+    """`ho ##ol ##ig ##an` is one word: whole_word scores its 4 pieces from one copy."""
+    _, whole = planned(tokenizer, "whole_word", requests=[("", "The hooligan wrecked it.")])
+    _, single = planned(tokenizer, "original", requests=[("", "The hooligan wrecked it.")])
+    n_words = len(set(tokenizer("The hooligan wrecked it.").word_ids()) - {None})
+    assert whole.groups[0].n_copies == n_words < single.groups[0].n_copies
+
+
+def batch_contents(work: Work, mask_id: int) -> list[list[tuple]]:
+    """Batches described by the inputs they feed, independent of text indices."""
+    return [sorted(map(tuple, work.inputs(b, mask_id).input_ids.tolist())) for b in work.batches]
+
+
+def test_batches_do_not_depend_on_the_order_of_the_texts(tokenizer):
+    encodings, work = planned(tokenizer, "word_l2r", batching=Batching(40))
+    order = list(range(len(encodings)))
+    random.Random(3).shuffle(order)
+    shuffled = plan_work(
+        encodings.select(np.array(order)),
+        special_tokens(tokenizer),
+        62,
+        get_metric("word_l2r"),
+        Batching(40),
+    )
+    mask = tokenizer.mask_token_id
+    assert batch_contents(work, mask) == batch_contents(shuffled, mask)
+
+
+def test_long_texts_are_windowed_and_every_token_scored_once(tokenizer):
+    text = " ".join(["The hooligan wrecked the souvenir of the traveler."] * 6)
+    encodings, work = planned(tokenizer, "word_l2r", capacity=20, requests=[("", text)])
+    n_tokens = int(encodings.lengths[0])
+    assert n_tokens > 40  # several windows
+    fed = fed_copies(work, tokenizer.mask_token_id)
+    assert sorted(fed) == list(range(n_tokens))
+    assert all(len(copy) <= 20 + special_tokens(tokenizer).count for copy in fed.values())
+    assert work.truncated == 0
+
+
+def test_a_context_too_long_for_the_model_is_cut_and_counted(tokenizer):
+    context = " ".join(["The hooligan wrecked the souvenir."] * 8)
+    encodings, work = planned(tokenizer, capacity=20, requests=[(context, " A cat sat.")])
+    assert work.truncated == 1
+    assert work.n_slots == int(encodings.n_targets[0])
