@@ -41,16 +41,18 @@ class Encoded:
 @dataclass(frozen=True)
 class Encodings:
     """The tokens of many texts in flat arrays: text ``i`` holds tokens
-    ``offsets[i]:offsets[i + 1]`` of ``ids`` and ``word_ids`` (``NO_WORD`` outside any word),
-    and its scored tokens start at ``first_target[i]`` within its own tokens."""
+    ``offsets[i]:offsets[i + 1]`` of ``ids``, ``word_ids`` (``NO_WORD`` outside any word)
+    and ``scored``.  Scored tokens are the targets; every other token of the text stays
+    visible whatever the metric: lm-eval's context, or the tokens in which the two
+    sentences of a CrowS-Pairs pair differ."""
 
     ids: np.ndarray
     word_ids: np.ndarray
+    scored: np.ndarray
     offsets: np.ndarray
-    first_target: np.ndarray
 
     def __len__(self) -> int:
-        return int(self.first_target.shape[0])
+        return int(self.offsets.shape[0] - 1)
 
     @property
     def lengths(self) -> np.ndarray:
@@ -58,14 +60,22 @@ class Encodings:
 
     @property
     def n_targets(self) -> np.ndarray:
-        return self.lengths - self.first_target
+        """Scored tokens per text."""
+        before = np.zeros(self.scored.shape[0] + 1, dtype=np.int64)
+        np.cumsum(self.scored, out=before[1:])
+        return np.diff(before[self.offsets])
 
     def item(self, index: int) -> Encoded:
+        """Text ``index`` as an :class:`Encoded` (its scored tokens must be a suffix)."""
         start, stop = int(self.offsets[index]), int(self.offsets[index + 1])
+        scored = self.scored[start:stop]
+        first_target = int(np.argmax(scored)) if scored.any() else stop - start
+        if not scored[first_target:].all():
+            raise ValueError(f"Text {index}'s scored tokens are not one final run.")
         return Encoded(
             tuple(self.ids[start:stop].tolist()),
             tuple(self.word_ids[start:stop].tolist()),
-            int(self.first_target[index]),
+            first_target,
         )
 
     def select(self, indices: np.ndarray) -> Encodings:
@@ -75,23 +85,25 @@ class Encodings:
         offsets = np.zeros(indices.shape[0] + 1, dtype=np.int64)
         np.cumsum(lengths, out=offsets[1:])
         flat = np.repeat(self.offsets[indices] - offsets[:-1], lengths) + np.arange(offsets[-1])
-        return Encodings(self.ids[flat], self.word_ids[flat], offsets, self.first_target[indices])
+        return Encodings(self.ids[flat], self.word_ids[flat], self.scored[flat], offsets)
+
+    def with_scored(self, scored: np.ndarray) -> Encodings:
+        """The same tokens with other targets."""
+        return Encodings(self.ids, self.word_ids, np.asarray(scored, dtype=bool), self.offsets)
 
     @classmethod
     def concatenate(cls, parts: Sequence[Encodings]) -> Encodings:
         """The texts of ``parts`` one after the other (data-parallel ranks pool theirs)."""
-        if not parts:
-            return cls.from_lists([], [], [])
         offsets = [np.zeros(1, dtype=np.int64)]
         base = 0
         for part in parts:
             offsets.append(part.offsets[1:] + base)
             base += int(part.offsets[-1])
         return cls(
-            np.concatenate([p.ids for p in parts]).astype(np.int64, copy=False),
-            np.concatenate([p.word_ids for p in parts]).astype(np.int64, copy=False),
+            np.concatenate([np.zeros(0, np.int64), *(p.ids for p in parts)]),
+            np.concatenate([np.zeros(0, np.int64), *(p.word_ids for p in parts)]),
+            np.concatenate([np.zeros(0, bool), *(p.scored for p in parts)]),
             np.concatenate(offsets),
-            np.concatenate([p.first_target for p in parts]).astype(np.int64, copy=False),
         )
 
     @classmethod
@@ -101,7 +113,8 @@ class Encodings:
         word_ids: Sequence[Sequence[int | None]],
         first_target: Sequence[int],
     ) -> Encodings:
-        """Flatten per-text token lists (``None`` word ids become ``NO_WORD``)."""
+        """Flatten per-text token lists (``None`` word ids become ``NO_WORD``); text ``i``
+        scores its tokens from ``first_target[i]`` on."""
         lengths = np.fromiter(map(len, ids), dtype=np.int64, count=len(ids))
         offsets = np.zeros(len(ids) + 1, dtype=np.int64)
         np.cumsum(lengths, out=offsets[1:])
@@ -112,7 +125,9 @@ class Encodings:
             dtype=np.int64,
             count=total,
         )
-        return cls(flat_ids, flat_words, offsets, np.asarray(first_target, dtype=np.int64))
+        position = np.arange(total) - np.repeat(offsets[:-1], lengths)
+        scored = position >= np.repeat(np.asarray(first_target, dtype=np.int64), lengths)
+        return cls(flat_ids, flat_words, scored, offsets)
 
 
 @dataclass(frozen=True)

@@ -8,8 +8,9 @@ planner builds, with array operations over all texts rather than a loop per text
 2. *groups*: sequences of one length, sorted by content; identical sequences are kept once
    and their twins' results are copied at the end;
 3. *copies*: one masked copy per distinct mask (:mod:`pll_harness.masking` via the metric
-   registry), lm-eval's context always visible; targets that need the same mask share one
-   copy (all pieces of a word under ``whole_word``);
+   registry); tokens that are not scored (lm-eval's context, the tokens in which two
+   sentences of a pair differ) always stay visible; targets that need the same mask share
+   one copy (all pieces of a word under ``whole_word``);
 4. *batches*: contiguous runs of one group's copies.  Every batch holds sequences of one
    length only, so no padding and no attention mask are needed, and short sentences do
    not pay for a padding mask in the attention kernel.
@@ -56,15 +57,15 @@ class CopyGroup:
     """The distinct sequences of one length and the masked copies made of them.
 
     Copy ``c`` masks sequence ``copy_sequence[c]`` as the metric does for a target at
-    ``copy_target[c]``; target ``t`` sits at ``target_position[t]`` of copy
-    ``target_copy[t]`` (non-decreasing) and its result goes to slot ``target_slot[t]``.
-    Positions ``prefix_length`` to ``context_end[s]`` of sequence ``s`` are context.
+    ``copy_target[c]``, except where the sequence is ``visible`` (tokens that are not
+    scored); target ``t`` sits at ``target_position[t]`` of copy ``target_copy[t]``
+    (non-decreasing) and its result goes to slot ``target_slot[t]``.
     """
 
     length: int
     input_ids: np.ndarray
     word_ids: np.ndarray
-    context_end: np.ndarray
+    visible: np.ndarray
     copy_sequence: np.ndarray
     copy_target: np.ndarray
     target_copy: np.ndarray
@@ -106,7 +107,6 @@ class Work:
     """
 
     metric: Metric
-    prefix_length: int
     groups: tuple[CopyGroup, ...]
     batches: tuple[Batch, ...]
     slot_offsets: np.ndarray
@@ -136,8 +136,7 @@ class Work:
             self.metric,
             group.word_ids[sequences],
             group.copy_target[batch.first : batch.stop],
-            self.prefix_length,
-            group.context_end[sequences],
+            group.visible[sequences],
         )
         ids = group.input_ids[sequences]
         start, stop = self.target_range(batch)
@@ -153,24 +152,17 @@ class Work:
 
 
 def copy_masks(
-    metric: Metric,
-    words: np.ndarray,
-    targets: np.ndarray,
-    prefix_length: int,
-    context_end: np.ndarray,
+    metric: Metric, words: np.ndarray, targets: np.ndarray, visible: np.ndarray
 ) -> np.ndarray:
-    """The metric's plan for each row's target, with the row's context (positions
-    ``prefix_length`` to ``context_end``) kept visible whatever the metric."""
-    hidden = metric.plan(words, targets)
-    positions = np.arange(words.shape[1])[None, :]
-    context = (positions >= prefix_length) & (positions < context_end[:, None])
-    return hidden & ~context
+    """The metric's plan for each row's target, with the row's ``visible`` positions (its
+    tokens that are not scored) kept visible whatever the metric."""
+    return metric.plan(words, targets) & ~visible
 
 
 @dataclass(frozen=True)
 class _Sequences:
-    """One row per model input: tokens ``start:stop`` of text ``text``, scoring its tokens
-    ``target_start:stop`` (windows always run to the end of their targets)."""
+    """One row per model input: tokens ``start:stop`` of text ``text``, scoring its scored
+    tokens in ``target_start:target_stop``."""
 
     text: np.ndarray
     start: np.ndarray
@@ -188,21 +180,21 @@ def plan_work(
 ) -> Work:
     """Plan the scoring of every text's scored tokens within ``capacity`` text tokens per
     model input (the special tokens come on top)."""
-    n_targets = encodings.n_targets
     slot_offsets = np.zeros(len(encodings) + 1, dtype=np.int64)
-    np.cumsum(n_targets, out=slot_offsets[1:])
+    np.cumsum(encodings.n_targets, out=slot_offsets[1:])
+    token_slots = np.cumsum(encodings.scored, dtype=np.int64) - 1
     sequences, truncated = _sequences(encodings, capacity)
     slot_source = np.arange(slot_offsets[-1], dtype=np.int64)
     text_lengths = sequences.stop - sequences.start
     groups = [
         _group(
             encodings,
+            token_slots,
             sequences,
             np.flatnonzero(text_lengths == n),
             int(n),
             specials,
             metric,
-            slot_offsets,
             slot_source,
         )
         for n in np.unique(text_lengths)[::-1]
@@ -214,7 +206,6 @@ def plan_work(
     )
     return Work(
         metric=metric,
-        prefix_length=len(specials.prefix),
         groups=tuple(groups),
         batches=batches,
         slot_offsets=slot_offsets,
@@ -225,16 +216,15 @@ def plan_work(
 
 def _sequences(encodings: Encodings, capacity: int) -> tuple[_Sequences, int]:
     """Texts that fit are one sequence each (array operations); longer ones are cut into
-    windows (a loop, but only over the few texts that need it)."""
-    lengths, first_target = encodings.lengths, encodings.first_target
-    scored = lengths > first_target
+    windows around their scored tokens (a loop, but only over the few texts that need it)."""
+    lengths = encodings.lengths
+    scored = encodings.n_targets > 0
     fits = np.flatnonzero(scored & (lengths <= capacity))
-    columns = [
-        (fits, np.zeros_like(fits), lengths[fits], first_target[fits], lengths[fits]),
-    ]
+    columns = [(fits, np.zeros_like(fits), lengths[fits], np.zeros_like(fits), lengths[fits])]
     truncated = 0
     for text in np.flatnonzero(scored & (lengths > capacity)).tolist():
-        windows = plan_windows(int(lengths[text]), int(first_target[text]), capacity)
+        flags = encodings.scored[encodings.offsets[text] : encodings.offsets[text + 1]]
+        windows = plan_windows(int(lengths[text]), int(np.argmax(flags)), capacity)
         truncated += len(windows) == 1
         columns.append(
             tuple(
@@ -253,96 +243,83 @@ def _sequences(encodings: Encodings, capacity: int) -> tuple[_Sequences, int]:
 
 def _group(
     encodings: Encodings,
+    token_slots: np.ndarray,
     sequences: _Sequences,
     members: np.ndarray,
     n: int,
     specials: SpecialTokens,
     metric: Metric,
-    slot_offsets: np.ndarray,
     slot_source: np.ndarray,
 ) -> CopyGroup:
     """The copies of the sequences ``members``, which all hold ``n`` text tokens.
 
-    Duplicates are dropped here; ``slot_source`` is updated so that their slots read the
-    results of the copy that was kept."""
-    text = sequences.text[members]
+    Identical sequences are kept once; ``slot_source`` is updated so that the slots of the
+    dropped ones read the results of the one that was kept."""
     start = sequences.start[members]
-    flat = (encodings.offsets[text] + start)[:, None] + np.arange(n)[None, :]
-    ids, words = encodings.ids[flat], encodings.word_ids[flat]
-    first_scored = sequences.target_start[members] - start
-    scored = sequences.target_stop[members] - sequences.target_start[members]
-    context = np.clip(encodings.first_target[text] - start, 0, n)
-    first_slot = slot_offsets[text] + sequences.target_start[members] - encodings.first_target[text]
+    flat = (encodings.offsets[sequences.text[members]] + start)[:, None] + np.arange(n)[None, :]
+    ids, words, scored = encodings.ids[flat], encodings.word_ids[flat], encodings.scored[flat]
+    position = np.arange(n)[None, :] + start[:, None]
+    targets = (
+        scored
+        & (position >= sequences.target_start[members][:, None])
+        & (position < sequences.target_stop[members][:, None])
+    )
+    slots = np.where(targets, token_slots[flat], -1)
 
-    keys = (context, scored, first_scored, *words.T[::-1], *ids.T[::-1])
-    order = np.lexsort(keys)
-    ids, words = ids[order], words[order]
-    first_scored, scored, context = first_scored[order], scored[order], context[order]
-    first_slot = first_slot[order]
+    order = np.lexsort((*targets.T[::-1], *scored.T[::-1], *words.T[::-1], *ids.T[::-1]))
+    ids, words, scored, targets, slots = (a[order] for a in (ids, words, scored, targets, slots))
     repeated = np.zeros(len(order), dtype=bool)
     repeated[1:] = (
         (ids[1:] == ids[:-1]).all(axis=1)
         & (words[1:] == words[:-1]).all(axis=1)
-        & (first_scored[1:] == first_scored[:-1])
-        & (scored[1:] == scored[:-1])
-        & (context[1:] == context[:-1])
+        & (scored[1:] == scored[:-1]).all(axis=1)
+        & (targets[1:] == targets[:-1]).all(axis=1)
     )
     if repeated.any():
         kept = np.maximum.accumulate(np.where(repeated, 0, np.arange(len(order))))
-        twins = np.flatnonzero(repeated)
-        counts = scored[twins]
-        step = np.arange(counts.sum()) - np.repeat(np.cumsum(counts) - counts, counts)
-        slot_source[np.repeat(first_slot[twins], counts) + step] = (
-            np.repeat(first_slot[kept[twins]], counts) + step
-        )
+        rows, columns = np.nonzero(targets[repeated])
+        twins = np.flatnonzero(repeated)[rows]
+        slot_source[slots[twins, columns]] = slots[kept[twins], columns]
         keep = ~repeated
-        ids, words = ids[keep], words[keep]
-        first_scored, scored = first_scored[keep], scored[keep]
-        context, first_slot = context[keep], first_slot[keep]
+        ids, words, scored, targets, slots = (a[keep] for a in (ids, words, scored, targets, slots))
 
     prefix, suffix = len(specials.prefix), len(specials.suffix)
     count = ids.shape[0]
-    input_ids = np.concatenate(
-        [
-            np.broadcast_to(np.asarray(specials.prefix, dtype=np.int64), (count, prefix)),
-            ids,
-            np.broadcast_to(np.asarray(specials.suffix, dtype=np.int64), (count, suffix)),
-        ],
-        axis=1,
-    )
-    word_ids = np.concatenate(
-        [
-            np.full((count, prefix), NO_WORD, dtype=np.int64),
-            words,
-            np.full((count, suffix), NO_WORD, dtype=np.int64),
-        ],
-        axis=1,
-    )
-    context_end = context + prefix
 
-    target_sequence = np.repeat(np.arange(count), scored)
-    step = np.arange(target_sequence.shape[0]) - np.repeat(np.cumsum(scored) - scored, scored)
-    target_position = prefix + first_scored[target_sequence] + step
-    target_slot = first_slot[target_sequence] + step
-    new_copy = _new_copies(metric, word_ids, context_end, prefix, target_sequence, target_position)
+    def framed(body: np.ndarray, before: object, after: object) -> np.ndarray:
+        """``body`` with the special tokens' columns around it."""
+        return np.concatenate(
+            [
+                np.broadcast_to(np.asarray(before, dtype=body.dtype), (count, prefix)),
+                body,
+                np.broadcast_to(np.asarray(after, dtype=body.dtype), (count, suffix)),
+            ],
+            axis=1,
+        )
+
+    input_ids = framed(ids, specials.prefix, specials.suffix)
+    word_ids = framed(words, NO_WORD, NO_WORD)
+    visible = framed(~scored, False, False)
+    target_sequence, column = np.nonzero(targets)
+    target_position = prefix + column
+    new_copy = _new_copies(metric, word_ids, visible, target_sequence, target_position)
     return CopyGroup(
         length=n + prefix + suffix,
         input_ids=input_ids,
         word_ids=word_ids,
-        context_end=context_end,
+        visible=visible,
         copy_sequence=target_sequence[new_copy],
         copy_target=target_position[new_copy],
         target_copy=np.cumsum(new_copy) - 1,
         target_position=target_position,
-        target_slot=target_slot,
+        target_slot=slots[target_sequence, column],
     )
 
 
 def _new_copies(
     metric: Metric,
     word_ids: np.ndarray,
-    context_end: np.ndarray,
-    prefix: int,
+    visible: np.ndarray,
     target_sequence: np.ndarray,
     target_position: np.ndarray,
 ) -> np.ndarray:
@@ -353,29 +330,20 @@ def _new_copies(
     mask of a chunk is compared with the first of the next."""
     n_targets = target_sequence.shape[0]
     new = np.ones(n_targets, dtype=bool)
-    if n_targets == 0:
-        return new
-    length = word_ids.shape[1]
-    per_chunk = max(1, PLAN_CHUNK_ELEMENTS // length)
-    start = 0
+    per_chunk = max(1, PLAN_CHUNK_ELEMENTS // word_ids.shape[1])
     previous_mask, previous_sequence = None, -1
-    while start < n_targets:
+    for start in range(0, n_targets, per_chunk):
         stop = min(start + per_chunk, n_targets)
         sequences = target_sequence[start:stop]
         masks = copy_masks(
-            metric,
-            word_ids[sequences],
-            target_position[start:stop],
-            prefix,
-            context_end[sequences],
+            metric, word_ids[sequences], target_position[start:stop], visible[sequences]
         )
         same = np.zeros(stop - start, dtype=bool)
         same[1:] = (sequences[1:] == sequences[:-1]) & (masks[1:] == masks[:-1]).all(axis=1)
-        if previous_mask is not None and sequences[0] == previous_sequence:
+        if sequences[0] == previous_sequence:
             same[0] = bool((masks[0] == previous_mask).all())
         new[start:stop] = ~same
         previous_mask, previous_sequence = masks[-1], sequences[-1]
-        start = stop
     return new
 
 

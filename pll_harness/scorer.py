@@ -240,15 +240,12 @@ class PLLScorer:
             )
         vocabulary = self._token_strings()
         logprob_list, greedy_list = logprobs.tolist(), greedy.tolist()
-        ids = encodings.ids.tolist()
-        offsets = encodings.offsets.tolist()
-        first_target = encodings.first_target.tolist()
-        base = int(slots[0])
-        bounds = (slots - base).tolist()
+        scored_ids = encodings.ids[encodings.scored].tolist()
+        bounds = (slots - slots[0]).tolist()
         scores = []
         for index, text in enumerate(jobs.texts):
-            token_ids = ids[offsets[index] + first_target[index] : offsets[index + 1]]
             lo, hi = bounds[index], bounds[index + 1]
+            token_ids = scored_ids[lo:hi]
             scores.append(
                 SentenceScore(
                     text=text,

@@ -62,7 +62,8 @@ def test_protected_context_is_never_masked(metric):
     # Context "The so", continuation "uvenir.": the word straddles the boundary.
     targets = np.array([3, 4, 5])
     words = np.broadcast_to(WORDS, (3, len(WORDS)))
-    masks = copy_masks(get_metric(metric), words, targets, 1, np.array([3, 3, 3]))
+    visible = np.broadcast_to([False, True, True, False, False, False, False], (3, 7))
+    masks = copy_masks(get_metric(metric), words, targets, visible)
     expected = {
         "original": [{3}, {4}, {5}],
         "word_l2r": [{3, 4}, {4}, {5}],
@@ -107,8 +108,9 @@ def real_plan(tokenizer, context: str, continuation: str, metric: str) -> list[s
     words = np.array([NO_WORD, *encoded.word_ids, NO_WORD])
     targets = np.arange(encoded.first_target, len(encoded.ids)) + 1
     rows = np.broadcast_to(words, (len(targets), len(words)))
-    context_end = np.full(len(targets), encoded.first_target + 1)
-    return as_sets(copy_masks(get_metric(metric), rows, targets, 1, context_end))
+    visible = np.zeros(rows.shape, dtype=bool)
+    visible[:, 1 : encoded.first_target + 1] = True
+    return as_sets(copy_masks(get_metric(metric), rows, targets, visible))
 
 
 def test_hooligan_sentence_on_real_tokenizers(tokenizer):

@@ -1,0 +1,106 @@
+"""The CrowS-Pairs shared-token score against a naive float64 reference, on WordPiece and
+byte-level BPE.
+
+The reference follows the paper's ``metric.py`` step by step: tokenize each sentence with
+its special tokens, align the two id sequences with difflib, and score every shared
+non-special token from one forward pass of its own, with the metric's mask and the
+differing tokens always visible.  Tolerance: 1e-4 nats per token and per sentence (the
+engine runs float32, the reference float64).
+"""
+
+from __future__ import annotations
+
+import difflib
+import math
+
+import pytest
+import torch
+from reference_pll import float64_model, masked_set
+
+from pll_harness.metrics import PLL_METRICS
+from pll_harness.scorer import PLLScorer
+from pll_harness.shared_tokens import score_shared_tokens, shared_positions
+
+TOLERANCE = 1e-4
+
+PAIRS = [
+    ("The man is a nurse.", "The woman is a nurse."),
+    ("The hooligan wrecked the souvenir.", "The traveler wrecked the souvenir."),
+    ("Poor people steal souvenirs.", "Rich people steal souvenirs."),
+    ("He cried.", "She laughed at the hooligan."),
+    ("A cat sat.", "A cat sat."),
+]
+
+
+@pytest.fixture(scope="module", params=["tiny_bert_dir", "tiny_roberta_dir"])
+def model_dir(request) -> str:
+    return request.getfixturevalue(request.param)
+
+
+@pytest.fixture(scope="module")
+def model64(model_dir):
+    from transformers import AutoModelForMaskedLM
+
+    return float64_model(AutoModelForMaskedLM.from_pretrained(model_dir))
+
+
+def paper_shared(first: list[int], second: list[int]) -> tuple[list[int], list[int]]:
+    """The paper's get_span: positions inside difflib's 'equal' opcodes."""
+    matcher = difflib.SequenceMatcher(None, [str(x) for x in first], [str(x) for x in second])
+    one, two = [], []
+    for op in matcher.get_opcodes():
+        if op[0] == "equal":
+            one += list(range(op[1], op[2]))
+            two += list(range(op[3], op[4]))
+    return one, two
+
+
+@torch.no_grad()
+def naive_shared(model64, tokenizer, first: str, second: str, metric: str):
+    encodings = [tokenizer(s) for s in (first, second)]
+    spans = paper_shared(*(e["input_ids"] for e in encodings))
+    results = []
+    for encoding, span in zip(encodings, spans, strict=True):
+        ids, words = encoding["input_ids"], encoding.word_ids()
+        targets = [p for p in span if words[p] is not None]
+        scores = []
+        for target in targets:
+            masked = list(ids)
+            for j in masked_set(words, targets, target, metric):
+                masked[j] = tokenizer.mask_token_id
+            logits = model64(input_ids=torch.tensor([masked])).logits[0, target]
+            scores.append(float(torch.log_softmax(logits, -1)[ids[target]]))
+        results.append(([ids[t] for t in targets], scores))
+    return results
+
+
+@pytest.mark.parametrize("metric", PLL_METRICS)
+def test_shared_token_scores_match_the_naive_reference(model_dir, model64, metric):
+    scorer = PLLScorer.from_pretrained(model_dir, pll_metric=metric, device="cpu")
+    results = score_shared_tokens(scorer, PAIRS)
+    for pair, scored in zip(PAIRS, results, strict=True):
+        expected = naive_shared(model64, scorer.tokenizer, *pair, metric)
+        for got, (ids, want) in zip(scored, expected, strict=True):
+            assert list(got.token_ids) == ids
+            assert got.logprob == pytest.approx(math.fsum(want), abs=TOLERANCE)
+            assert got.token_logprobs == pytest.approx(want, abs=TOLERANCE)
+
+
+def test_differing_words_are_not_scored(model_dir):
+    scorer = PLLScorer.from_pretrained(model_dir, pll_metric="original", device="cpu")
+    (man, woman), (same, twin) = score_shared_tokens(scorer, [PAIRS[0], PAIRS[4]])
+    assert man.tokens == woman.tokens
+    assert not any(t.lstrip("Ġ#").lower() in {"man", "woman", "wo"} for t in man.tokens)
+    assert same == twin
+    assert same.logprob == pytest.approx(scorer.score(["A cat sat."])[0].logprob, abs=1e-5)
+
+
+def test_shared_positions_follow_difflib():
+    assert shared_positions([1, 5, 2, 3, 9], [1, 6, 2, 3, 9]) == ([0, 2, 3, 4], [0, 2, 3, 4])
+    assert shared_positions([1, 2], [3, 4]) == ([], [])
+
+
+def test_one_pair_instead_of_a_list_is_refused(model_dir):
+    scorer = PLLScorer.from_pretrained(model_dir, pll_metric="original", device="cpu")
+    with pytest.raises(TypeError, match="sequence of"):
+        score_shared_tokens(scorer, ("A cat sat.", "A dog sat."))
