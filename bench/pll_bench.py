@@ -1,21 +1,28 @@
-"""Speed benchmark: our PLL engine against minicons and against the machine's matmul peak.
+"""Speed benchmark: our PLL engine against minicons, a baseline revision and the matmul peak.
 
-    python -m pll_harness.bench                        # CPU (or CUDA when available)
-    python -m pll_harness.bench --n 400 --metrics word_l2r --minicons-python /path/bin/python
+    python bench/pll_bench.py                           # CPU (or CUDA when available)
+    python bench/pll_bench.py --n 400 --metrics word_l2r --minicons-python /path/bin/python
+    python bench/pll_bench.py --arch nano --all --max-batch-tokens 65536 --no-minicons \
+        --metrics word_l2r --baseline 534431a            # host-side cost on all of BLiMP
 
-One run scores the same fixed, seeded sample of BLiMP sentences with our engine and with
-minicons' ``MaskedLMScorer`` (run by the python of its own venv, made with
-``scripts/make_minicons_venv.sh`` when missing), checks that both give the same sentence
-scores, and reports sentences/s, scored tokens/s, peak memory, useful FLOP/s as a fraction
-of a matmul peak measured in the same run, and the speed-up ours/minicons.  Each engine x
-metric x dtype runs in a subprocess of its own, so that peak RSS figures do not mix.
-Results go to ``bench/results/<machine>-<date>.json`` and ``.md`` (with the command).
+One run scores the same BLiMP sentences (a seeded sample of ``--n``, or ``--all`` 134,000)
+with our engine and with minicons' ``MaskedLMScorer`` (run by the python of its own venv,
+made with ``scripts/make_minicons_venv.sh`` when missing), checks that both give the same
+sentence scores, and reports sentences/s, scored tokens/s, peak memory, useful FLOP/s as a
+fraction of a matmul peak measured in the same run, the speed-up ours/minicons, and where
+our time goes: tokenizing, planning, running the model, assembling (and on CUDA the share
+of the run the GPU is busy).  ``--baseline REV`` also times the engine of an earlier git
+revision of this repository on the same sentences.  Each engine x metric x dtype runs in a
+subprocess of its own, so that peak memory figures do not mix.  Results go to
+``bench/results/<machine>-<date>[-tag].json`` and ``.md`` (with the command).
 
-Model: ``--model DIR``, else ``<shared>/models/bert-base-cased`` when present, else a
-random-weight BERT-base (12 layers, 768 hidden, 12 heads, 3072 intermediate, vocab 28996)
-with a cased WordPiece tokenizer trained on BLiMP + EventsAdapt text, built once and cached
-under ``$PLL_BENCH_CACHE`` (default ``~/.cache/pll_harness/bench``).  Speed does not depend
-on the weights; the report says which model was used.
+Model: ``--model DIR``, else ``<shared>/models/bert-base-cased`` when present (for
+``--arch bert-base``), else a random-weight model of the ``--arch`` shapes (``bert-base``:
+12 layers, 768 hidden, 12 heads, 3072 intermediate, vocab 28996; ``nano``: 1 layer, width
+8, 2 heads, vocab about 4000, whose forward pass costs next to nothing, so that the host
+side shows) with a cased WordPiece tokenizer trained on BLiMP + EventsAdapt, built once and
+cached under ``$PLL_BENCH_CACHE`` (default ``bench/.cache``).  Speed does not depend on the
+weights; the report says which model was used.
 
 Useful FLOPs (what a perfect engine must compute; padding, full-vocabulary logits at
 non-target positions and other waste do not count), for a copy of L real tokens::
@@ -29,11 +36,11 @@ non-target positions and other waste do not count), for a copy of L real tokens:
 
 (``original`` and ``word_l2r`` need one copy per target; embeddings, layer norms, biases,
 softmax and GELU are left out, as is usual.)  The matmul peak is the best of several
-torch fp32 ``mm`` calls on 4096 x 4096 matrices (2*n^3 FLOPs each) with the same thread
-count, measured in the same run.
+torch ``mm`` calls on 4096 x 4096 matrices (2*n^3 FLOPs each) in the dtype of the row, with
+the same thread count, measured at the start and the end of the run.
 
-This module imports only the standard library at the top so that minicons' venv (which
-has transformers<5 and no pll_harness) can run its worker part.
+This file imports only the standard library at the top so that minicons' venv (which has
+transformers<5 and no pll_harness) can run its worker part.
 """
 
 from __future__ import annotations
@@ -56,25 +63,27 @@ from typing import Any
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 MINICONS_METRICS = {"original": "original", "word_l2r": "within_word_l2r"}
-BERT_BASE = {
-    "vocab_size": 28996,
-    "hidden_size": 768,
-    "num_hidden_layers": 12,
-    "num_attention_heads": 12,
-    "intermediate_size": 3072,
+ARCHITECTURES = {
+    "bert-base": {
+        "vocab_size": 28996,
+        "hidden_size": 768,
+        "num_hidden_layers": 12,
+        "num_attention_heads": 12,
+        "intermediate_size": 3072,
+    },
+    "nano": {
+        "vocab_size": 4000,
+        "hidden_size": 8,
+        "num_hidden_layers": 1,
+        "num_attention_heads": 2,
+        "intermediate_size": 32,
+    },
 }
-RANDOM_MODEL_NAME = "random-bert-base-cased-arch"
 WARMUP_SENTENCES = 8
 
 
 # --------------------------------------------------------------------------------------
 # Data and model
-
-
-def default_shared() -> Path:
-    """``../shared`` beside the repository (or /work/shared)."""
-    beside = REPO_ROOT.parent / "shared"
-    return beside if beside.is_dir() else Path("/work/shared")
 
 
 def blimp_sentences(blimp_dir: Path) -> list[str]:
@@ -108,7 +117,7 @@ def eventsadapt_sentences(shared: Path) -> list[str]:
 
 def cache_dir() -> Path:
     root = os.environ.get("PLL_BENCH_CACHE")
-    return Path(root) if root else Path.home() / ".cache" / "pll_harness" / "bench"
+    return Path(root) if root else REPO_ROOT / "bench" / ".cache"
 
 
 def resolve_model(args: argparse.Namespace) -> tuple[Path, str]:
@@ -116,21 +125,23 @@ def resolve_model(args: argparse.Namespace) -> tuple[Path, str]:
     if args.model:
         return Path(args.model), f"checkpoint {args.model}"
     real = args.shared / "models" / "bert-base-cased"
-    if (real / "config.json").is_file():
+    if args.arch == "bert-base" and (real / "config.json").is_file():
         return real, f"bert-base-cased checkpoint from {real}"
-    target = cache_dir() / RANDOM_MODEL_NAME
+    shape = ARCHITECTURES[args.arch]
+    target = cache_dir() / f"random-{args.arch}-cased-arch"
     if not (target / "DONE").is_file():
-        print(f"building random-weight BERT-base + WordPiece tokenizer in {target} ...")
-        build_random_bert(target, args.shared)
+        print(f"building random-weight {args.arch} + WordPiece tokenizer in {target} ...")
+        build_random_bert(target, args.shared, shape)
     return target, (
-        "random-weight BERT-base architecture (12x768, 12 heads, 3072 FFN, vocab 28996), "
-        "cased WordPiece tokenizer trained on BLiMP + EventsAdapt (no bert-base-cased "
-        f"checkpoint under {args.shared / 'models'}); cached at {target}"
+        f"random-weight {args.arch} architecture ({shape['num_hidden_layers']}x"
+        f"{shape['hidden_size']}, {shape['num_attention_heads']} heads, "
+        f"{shape['intermediate_size']} FFN, vocab {shape['vocab_size']}), cased WordPiece "
+        "tokenizer trained on BLiMP + EventsAdapt"
     )
 
 
-def build_random_bert(target: Path, shared: Path) -> None:
-    """Random-weight bert-base-cased architecture with a WordPiece tokenizer of 28996 ids,
+def build_random_bert(target: Path, shared: Path, shape: dict[str, int]) -> None:
+    """Random-weight BERT of ``shape`` with a WordPiece tokenizer of ``vocab_size`` ids,
     saved so that transformers 4 (minicons) and 5 (us) both load it."""
     import torch
     from tokenizers import BertWordPieceTokenizer
@@ -143,11 +154,11 @@ def build_random_bert(target: Path, shared: Path) -> None:
     )
     specials = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
     trainer.train_from_iterator(
-        texts, vocab_size=BERT_BASE["vocab_size"], min_frequency=1, special_tokens=specials
+        texts, vocab_size=shape["vocab_size"], min_frequency=1, special_tokens=specials
     )
     vocab = sorted(trainer.get_vocab().items(), key=lambda item: item[1])
     tokens = [token for token, _ in vocab]
-    tokens += [f"[unused{i}]" for i in range(BERT_BASE["vocab_size"] - len(tokens))]
+    tokens += [f"[unused{i}]" for i in range(shape["vocab_size"] - len(tokens))]
     tokenizer = BertTokenizerFast(
         vocab={token: i for i, token in enumerate(tokens)},
         do_lower_case=False,
@@ -170,7 +181,8 @@ def build_random_bert(target: Path, shared: Path) -> None:
     )
     config_path.write_text(json.dumps(config, indent=2, sort_keys=True) + "\n")
     torch.manual_seed(0)
-    model = BertForMaskedLM(BertConfig(**BERT_BASE, max_position_embeddings=512))
+    model_config = BertConfig(**{**shape, "vocab_size": len(tokens)}, max_position_embeddings=512)
+    model = BertForMaskedLM(model_config)
     model.save_pretrained(str(target))
     (target / "DONE").write_text("ok\n")
 
@@ -259,46 +271,51 @@ def worker_matmul(spec: dict[str, Any]) -> dict[str, Any]:
     return {"size": n, "dtype": spec.get("dtype", "float32"), "flops": max(rates), "all": rates}
 
 
-def worker_ours(spec: dict[str, Any]) -> dict[str, Any]:
-    import torch
-
+def _load_ours(spec: dict[str, Any]) -> Any:
     from pll_harness.scorer import PLLScorer
 
-    torch.set_num_threads(spec["threads"])
-    texts = spec["texts"]
-    start = time.perf_counter()
     kwargs: dict[str, Any] = {"dtype": spec["dtype"]}
     if spec.get("attn_implementation"):
         kwargs["attn_implementation"] = spec["attn_implementation"]
-    scorer = PLLScorer.from_pretrained(
+    return PLLScorer.from_pretrained(
         spec["model"],
         pll_metric=spec["metric"],
         device=spec["device"],
         max_batch_tokens=spec.get("max_batch_tokens"),
         **kwargs,
     )
-    load_seconds = time.perf_counter() - start
-    rss_loaded = _current_rss_mb()
-    scorer.score(texts[:WARMUP_SENTENCES])
-    rss_warm = _current_rss_mb()
-    if spec["device"].startswith("cuda"):
+
+
+def _timed_score(scorer: Any, texts: list[str], device: str, torch: Any) -> tuple[float, Any]:
+    """Wall time of ``scorer.score(texts)``, all device work included."""
+    if device.startswith("cuda"):
         torch.cuda.synchronize()
         torch.cuda.reset_peak_memory_stats()
     start = time.perf_counter()
     results = scorer.score(texts)
-    if spec["device"].startswith("cuda"):
+    if device.startswith("cuda"):
         torch.cuda.synchronize()
-    seconds = time.perf_counter() - start
+    return time.perf_counter() - start, results
+
+
+def worker_ours(spec: dict[str, Any]) -> dict[str, Any]:
+    import torch
+
+    torch.set_num_threads(spec["threads"])
+    texts = spec["texts"]
+    start = time.perf_counter()
+    scorer = _load_ours(spec)
+    load_seconds = time.perf_counter() - start
+    rss_loaded = _current_rss_mb()
+    scorer.score(texts[:WARMUP_SENTENCES])
+    rss_warm = _current_rss_mb()
+    seconds, results = _timed_score(scorer, texts, spec["device"], torch)
+    phases, copies = _phases(scorer, texts, spec["device"], torch, spec.get("profile_gpu"))
     specials = scorer.specials.count
-    keys, jobs = scorer.distinct_jobs([("", t) for t in texts])
-    work = scorer.plan_work(jobs)
-    job_copies = [0] * len(jobs)
-    for plan, job_index in zip(work.plans, work.plan_jobs, strict=True):
-        job_copies[job_index] += plan.n_copies
-    copies = [job_copies[key] for key in keys]
     out = {
         "engine": "ours",
         "seconds": seconds,
+        "phases": phases,
         "load_seconds": load_seconds,
         "scores": [r.logprob for r in results],
         "targets": [len(r.tokens) for r in results],
@@ -307,42 +324,100 @@ def worker_ours(spec: dict[str, Any]) -> dict[str, Any]:
         "peak_rss_mb": _peak_rss_mb(),
         "rss_after_load_mb": rss_loaded,
         "rss_after_warmup_mb": rss_warm,
-        "max_batch_tokens": scorer.runner.batching.max_batch_tokens,
+        "max_batch_tokens": scorer.batching.max_batch_tokens,
         "attn_implementation": getattr(scorer.model.config, "_attn_implementation", None),
         "torch": torch.__version__,
     }
     out.update(_cuda_stats(torch, spec["device"]))
     if spec.get("long_tokens"):
-        out["long"] = _long_check(scorer, spec, torch)
+        out["long"] = _long_check(scorer, spec)
     return out
 
 
-def _long_check(scorer: Any, spec: dict[str, Any], torch: Any) -> dict[str, Any]:
-    """Score the first targets of one ``long_tokens``-token input: enough copies for three
-    full batches, which is what bounds memory whatever the input's length."""
-    from pll_harness.runner import CopyPlan
+def _phases(
+    scorer: Any, texts: list[str], device: str, torch: Any, profile_gpu: bool
+) -> tuple[dict[str, float], list[int]]:
+    """Seconds in each step of one more ``score(texts)``: tokenize (distinct requests, one
+    tokenizer call), plan (copies and batches), run (the model; on CUDA until the last
+    kernel ends) and assemble; with ``profile_gpu`` on CUDA, a third run under
+    torch.profiler gives the share of the run's wall time the GPU is busy.  Also the
+    masked copies of each text, for the FLOP count."""
+    import numpy as np
 
+    cuda = device.startswith("cuda")
+    clock = [time.perf_counter()]
+
+    def lap() -> float:
+        if cuda:
+            torch.cuda.synchronize()
+        clock.append(time.perf_counter())
+        return clock[-1] - clock[-2]
+
+    keys, jobs = scorer.distinct_jobs([("", t) for t in texts])
+    phases = {"tokenize": lap()}
+    work = scorer.plan_work(jobs.encodings)
+    phases["plan"] = lap()
+    results = scorer.runner.run(work)
+    phases["run"] = lap()
+    scorer.assemble(jobs, work, results)
+    phases["assemble"] = lap()
+    phases["batches"] = len(work.batches)
+    phases["copies"] = sum(group.n_copies for group in work.groups)
+    phases["tokens"] = sum(work.cost(batch) for batch in work.batches)
+    if cuda and profile_gpu:
+        from torch.profiler import ProfilerActivity, profile
+
+        with profile(activities=[ProfilerActivity.CUDA]) as prof:
+            start = time.perf_counter()
+            scorer.runner.run(work)
+            torch.cuda.synchronize()
+            wall = time.perf_counter() - start
+        busy = sum(event.self_device_time_total for event in prof.key_averages()) / 1e6
+        phases["gpu_busy_share_of_run"] = busy / wall
+    per_slot = np.zeros(work.n_slots)
+    for group in work.groups:
+        first = np.ones(group.target_copy.shape[0], dtype=bool)
+        first[1:] = group.target_copy[1:] != group.target_copy[:-1]
+        per_slot[group.target_slot[first]] = 1
+    per_slot = per_slot[work.slot_source]
+    per_job = [int(part.sum()) for part in np.split(per_slot, work.slot_offsets[1:-1])]
+    return phases, [per_job[key] for key in keys]
+
+
+def worker_baseline(spec: dict[str, Any]) -> dict[str, Any]:
+    """``score(texts)`` with the engine of another revision (its code on sys.path)."""
+    import torch
+
+    torch.set_num_threads(spec["threads"])
+    scorer = _load_ours(spec)
+    scorer.score(spec["texts"][:WARMUP_SENTENCES])
+    seconds, results = _timed_score(scorer, spec["texts"], spec["device"], torch)
+    return {"engine": f"baseline {spec['revision']}", "seconds": seconds,
+            "scores": [r.logprob for r in results], "peak_rss_mb": _peak_rss_mb()}  # fmt: skip
+
+
+def _long_check(scorer: Any, spec: dict[str, Any]) -> dict[str, Any]:
+    """Score the first three batches of one ``long_tokens``-token input: what bounds memory
+    whatever the input's length."""
     words = " ".join(spec["texts"] * 20).split()
     body = scorer.tokenizer(" ".join(words), add_special_tokens=False)["input_ids"]
     text = scorer.tokenizer.decode(body[: spec["long_tokens"] - scorer.specials.count])
-    plan = scorer.plan_work(scorer.distinct_jobs([("", text)])[1]).plans[0]
-    rows = scorer.runner.batching.rows_for(plan.length)
-    keep = min(3 * rows, plan.target_positions.shape[0])
-    used, inverse = torch.unique(plan.target_copies[:keep], return_inverse=True)
-    part = CopyPlan(plan.input_ids, plan.masks[used], plan.target_positions[:keep], inverse)
+    _, jobs = scorer.distinct_jobs([("", text)])
+    work = scorer.plan_work(jobs.encodings)
     before = _peak_rss_mb()
     start = time.perf_counter()
-    scorer.runner.run([part])
+    scorer.runner.run(work, work.batches[:3])
     seconds = time.perf_counter() - start
-    n_targets = int(plan.target_positions.shape[0])
+    group = work.groups[0]
+    scored = sum(batch.stop - batch.first for batch in work.batches[:3])
     return {
-        "length": plan.length,
-        "targets_scored": keep,
-        "targets_total": n_targets,
-        "rows_per_batch": rows,
+        "length": group.length,
+        "targets_scored": scored,
+        "targets_total": work.n_slots,
+        "rows_per_batch": work.batches[0].stop - work.batches[0].first,
         "seconds": seconds,
-        "extrapolated_full_seconds": seconds * n_targets / keep,
-        "minicons_logits_gb": n_targets * plan.length * scorer.runner.vocab_size * 4 / 1e9,
+        "extrapolated_full_seconds": seconds * len(work.batches) / 3,
+        "minicons_logits_gb": work.n_slots * group.length * scorer.runner.vocab_size * 4 / 1e9,
         "peak_rss_mb_before": before,
         "peak_rss_mb_after": _peak_rss_mb(),
     }
@@ -358,7 +433,8 @@ def worker_minicons(spec: dict[str, Any]) -> dict[str, Any]:
     batch = spec["minicons_batch"]
     metric = MINICONS_METRICS[spec["metric"]]
     start = time.perf_counter()
-    mlm = mscorer.MaskedLMScorer(spec["model"], device=spec["device"])
+    dtype = getattr(torch, spec.get("dtype", "float32"))
+    mlm = mscorer.MaskedLMScorer(spec["model"], device=spec["device"], torch_dtype=dtype)
     load_seconds = time.perf_counter() - start
     rss_loaded = _current_rss_mb()
 
@@ -396,7 +472,12 @@ def worker_minicons(spec: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
-WORKERS = {"matmul": worker_matmul, "ours": worker_ours, "minicons": worker_minicons}
+WORKERS = {
+    "matmul": worker_matmul,
+    "ours": worker_ours,
+    "baseline": worker_baseline,
+    "minicons": worker_minicons,
+}
 
 
 def worker_main(kind: str, spec_path: str, out_path: str) -> None:
@@ -409,27 +490,40 @@ def worker_main(kind: str, spec_path: str, out_path: str) -> None:
 # Driver
 
 
-def run_worker(python: str, kind: str, spec: dict[str, Any], tmp: Path) -> dict[str, Any]:
-    """Run one worker in a fresh process of ``python`` and return its JSON result."""
+def run_worker(
+    python: str, kind: str, spec: dict[str, Any], tmp: Path, code_dir: Path | None = None
+) -> dict[str, Any]:
+    """Run one worker in a fresh process of ``python`` and return its JSON result.
+
+    The process runs this file by path from a neutral directory, so that minicons' venv
+    (which has no pll_harness) can run it and nothing in the repository shadows installed
+    packages; ``code_dir`` (a baseline revision's tree) goes first on PYTHONPATH."""
     spec_path, out_path = tmp / f"{kind}-spec.json", tmp / f"{kind}-out.json"
     spec_path.write_text(json.dumps(spec))
     out_path.unlink(missing_ok=True)
-    if kind == "minicons":
-        # minicons' venv has no pll_harness: run this file's code by path, from a neutral
-        # directory so that nothing in the repository shadows installed packages.
-        code = (
-            "import runpy, sys; sys.argv = ['bench'] + sys.argv[1:]; "
-            f"runpy.run_path({str(Path(__file__))!r}, run_name='__main__')"
-        )
-        command = [python, "-c", code]
-        cwd = str(tmp)
-    else:
-        command = [python, "-m", "pll_harness.bench"]
-        cwd = None
-    command += ["--worker", kind, str(spec_path), str(out_path)]
-    env = dict(os.environ, TOKENIZERS_PARALLELISM="false", PYTHONWARNINGS="ignore")
-    subprocess.run(command, check=True, cwd=cwd, env=env)
+    code = (
+        "import runpy, sys; sys.argv = ['bench'] + sys.argv[1:]; "
+        f"runpy.run_path({str(Path(__file__))!r}, run_name='__main__')"
+    )
+    command = [python, "-c", code, "--worker", kind, str(spec_path), str(out_path)]
+    env = dict(os.environ, PYTHONWARNINGS="ignore")
+    if code_dir is not None:
+        env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(code_dir), env.get("PYTHONPATH")]))
+    subprocess.run(command, check=True, cwd=str(tmp), env=env)
     return json.loads(out_path.read_text())
+
+
+def export_revision(revision: str, tmp: Path) -> Path:
+    """The package as it was at ``revision`` of this repository, in a folder of its own."""
+    target = tmp / f"rev-{revision}"
+    target.mkdir()
+    archive = subprocess.run(
+        ["git", "-C", str(REPO_ROOT), "archive", revision, "pll_harness"],
+        check=True,
+        capture_output=True,
+    ).stdout
+    subprocess.run(["tar", "-x", "-C", str(target)], input=archive, check=True)
+    return target
 
 
 def ensure_minicons(args: argparse.Namespace) -> str | None:
@@ -486,27 +580,8 @@ def main(argv: list[str] | None = None) -> None:
     if argv[:1] == ["--worker"]:
         worker_main(*argv[1:4])
         return
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--shared", type=Path, default=default_shared(), help="shared folder")
-    parser.add_argument("--data", type=Path, help="BLiMP folder (default <shared>/data/blimp)")
-    parser.add_argument("--model", help="model folder (default: see module docstring)")
-    parser.add_argument("--n", type=int, default=300, help="sentences in the sample")
-    parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--metrics", nargs="+", default=["original", "word_l2r"])
-    parser.add_argument("--device", default=None, help="cpu or cuda (default: cuda if any)")
-    parser.add_argument("--dtypes", nargs="+", help="ours: default float32 (+ bfloat16 on GPU)")
-    parser.add_argument("--threads", type=int, help="torch threads (default: torch's default)")
-    parser.add_argument("--max-batch-tokens", type=int, help="ours (default: the engine's)")
-    parser.add_argument("--attn-implementation", help="ours (default: the engine's)")
-    parser.add_argument("--minicons-python", help="python of a venv with minicons")
-    parser.add_argument("--minicons-venv", default="/work/minicons-venv")
-    parser.add_argument("--minicons-batch", type=int, default=50, help="sentences per call")
-    parser.add_argument("--no-minicons", action="store_true")
-    parser.add_argument("--long-tokens", type=int, default=500, help="0 skips the long check")
-    parser.add_argument("--out-dir", type=Path, default=REPO_ROOT / "bench" / "results")
-    parser.add_argument("--tag", default="", help="suffix of the result file names")
-    args = parser.parse_args(argv)
-    command = "python -m pll_harness.bench " + " ".join(shlex.quote(a) for a in argv)
+    args = parse_args(argv)
+    command = "python bench/pll_bench.py " + " ".join(shlex.quote(a) for a in argv)
 
     import torch
 
@@ -514,7 +589,10 @@ def main(argv: list[str] | None = None) -> None:
     threads = args.threads or torch.get_num_threads()
     dtypes = args.dtypes or (["float32", "bfloat16"] if device.startswith("cuda") else ["float32"])
     blimp_dir = args.data or args.shared / "data" / "blimp"
-    texts = sample_sentences(blimp_dir, args.n, args.seed)
+    if args.all:
+        texts = blimp_sentences(blimp_dir)
+    else:
+        texts = sample_sentences(blimp_dir, args.n, args.seed)
     model_dir, model_note = resolve_model(args)
     shape = model_shape(model_dir)
     minicons_python = ensure_minicons(args)
@@ -524,47 +602,41 @@ def main(argv: list[str] | None = None) -> None:
 
     with tempfile.TemporaryDirectory(prefix="pll-bench-") as tmp_name:
         tmp = Path(tmp_name)
+        baseline_code = export_revision(args.baseline, tmp) if args.baseline else None
         print(f"matmul peak ({threads} threads) ...", flush=True)
         peak = {
             dt_: run_worker(sys.executable, "matmul", {**base, "dtype": dt_}, tmp) for dt_ in dtypes
         }
         rows = []
-        for metric in args.metrics:
-            minicons_result = None
-            if minicons_python and metric in MINICONS_METRICS and device == "cpu":
-                print(f"minicons {metric} ...", flush=True)
-                spec = {**base, "metric": metric, "minicons_batch": args.minicons_batch}
-                minicons_result = run_worker(minicons_python, "minicons", spec, tmp)
-            for index, dtype in enumerate(dtypes):
-                print(f"ours {metric} {dtype} ...", flush=True)
-                spec = {
-                    **base,
-                    "metric": metric,
-                    "dtype": dtype,
-                    "max_batch_tokens": args.max_batch_tokens,
-                    "attn_implementation": args.attn_implementation,
-                    "long_tokens": args.long_tokens if index == 0 else 0,
-                }
-                ours = run_worker(sys.executable, "ours", spec, tmp)
-                rows.append(_row(ours, metric, dtype, shape))
-                if minicons_result is not None:
-                    diff = max(
-                        abs(a - b)
-                        for a, b in zip(ours["scores"], minicons_result["scores"], strict=True)
-                    )
-                    rows[-1]["max_abs_diff_vs_minicons"] = diff
-                    rows[-1]["speedup_vs_minicons"] = ours["seconds"] and (
-                        minicons_result["seconds"] / ours["seconds"]
-                    )
-                    rows[-1]["memory_ratio_vs_minicons"] = (
-                        ours["peak_rss_mb"] / minicons_result["peak_rss_mb"]
-                    )
-                    if ours["targets"] != minicons_result["targets"]:
-                        rows[-1]["warning"] = "scored token counts differ from minicons"
-            if minicons_result is not None:
-                minicons_result["copies"] = rows[-1]["_copies"]
-                minicons_result["lengths"] = rows[-1]["_lengths"]
-                rows.append(_row(minicons_result, metric, "float32", shape))
+        for metric, dtype in ((m, d) for m in args.metrics for d in dtypes):
+            print(f"ours {metric} {dtype} ...", flush=True)
+            spec = {
+                **base,
+                "metric": metric,
+                "dtype": dtype,
+                "max_batch_tokens": args.max_batch_tokens,
+                "attn_implementation": args.attn_implementation,
+                "long_tokens": args.long_tokens if dtype == dtypes[0] else 0,
+                "profile_gpu": args.profile_gpu,
+            }
+            ours = run_worker(sys.executable, "ours", spec, tmp, REPO_ROOT)
+            rows.append(_row(ours, metric, dtype, shape))
+            others = []
+            if baseline_code is not None:
+                print(f"baseline {args.baseline} {metric} {dtype} ...", flush=True)
+                spec_baseline = {**spec, "revision": args.baseline}
+                others.append(
+                    run_worker(sys.executable, "baseline", spec_baseline, tmp, baseline_code)
+                )
+            if minicons_python and metric in MINICONS_METRICS:
+                print(f"minicons {metric} {dtype} ...", flush=True)
+                spec_minicons = {**spec, "minicons_batch": args.minicons_batch}
+                others.append(run_worker(minicons_python, "minicons", spec_minicons, tmp))
+            for other in others:
+                other.setdefault("targets", ours["targets"])
+                other["copies"], other["lengths"] = ours["copies"], ours["lengths"]
+                rows.append(_row(other, metric, dtype, shape))
+                _compare(rows[-1], ours, other)
         # The peak again at the end: other load on the machine can depress one measurement;
         # the better of the two is the machine's rate.
         print(f"matmul peak again ({threads} threads) ...", flush=True)
@@ -577,9 +649,6 @@ def main(argv: list[str] | None = None) -> None:
             row["useful_gflop_per_s"] * 1e9 / peak[row["dtype"]]["flops"]
         )
     finished = dt.datetime.now(dt.timezone.utc)
-    for row in rows:
-        row.pop("_copies", None)
-        row.pop("_lengths", None)
     report = {
         "command": command,
         "started_utc": started.isoformat(timespec="seconds"),
@@ -588,10 +657,14 @@ def main(argv: list[str] | None = None) -> None:
         "host": socket.gethostname(),
         "device": device,
         "threads": threads,
+        "tokenizers_parallelism": os.environ.get("TOKENIZERS_PARALLELISM", "(unset)"),
         "model": model_note,
-        "model_dir": str(model_dir),
         "model_shape": shape,
-        "sample": {"n": len(texts), "seed": args.seed, "source": str(blimp_dir)},
+        "sample": {
+            "n": len(texts),
+            "seed": None if args.all else args.seed,
+            "source": "all of BLiMP" if args.all else "BLiMP sample",
+        },
         "matmul_peak": {
             k: {kk: vv for kk, vv in v.items() if kk != "all"} for k, v in peak.items()
         },
@@ -604,6 +677,53 @@ def main(argv: list[str] | None = None) -> None:
         "rows": rows,
     }
     write_report(report, args.out_dir, args.tag)
+
+
+def parse_args(argv: list[str]) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument(
+        "--shared",
+        type=Path,
+        default=REPO_ROOT.parent / "shared",
+        help="shared folder (default: ../shared beside the repository)",
+    )
+    parser.add_argument("--data", type=Path, help="BLiMP folder (default <shared>/data/blimp)")
+    parser.add_argument("--model", help="model folder (default: see module docstring)")
+    parser.add_argument("--arch", choices=sorted(ARCHITECTURES), default="bert-base")
+    parser.add_argument("--n", type=int, default=300, help="sentences in the sample")
+    parser.add_argument("--all", action="store_true", help="all 134,000 BLiMP sentences")
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--metrics", nargs="+", default=["original", "word_l2r"])
+    parser.add_argument("--device", default=None, help="cpu or cuda (default: cuda if any)")
+    parser.add_argument("--dtypes", nargs="+", help="default float32 (+ bfloat16 on GPU)")
+    parser.add_argument("--threads", type=int, help="torch threads (default: torch's default)")
+    parser.add_argument("--max-batch-tokens", type=int, help="ours (default: the engine's)")
+    parser.add_argument("--attn-implementation", help="ours (default: the engine's)")
+    parser.add_argument("--baseline", help="also time the engine of this git revision")
+    parser.add_argument("--profile-gpu", action="store_true", help="GPU busy share (CUDA)")
+    parser.add_argument("--minicons-python", help="python of a venv with minicons")
+    parser.add_argument(
+        "--minicons-venv",
+        default=str(REPO_ROOT / "bench" / ".minicons-venv"),
+        help="made with scripts/make_minicons_venv.sh when missing",
+    )
+    parser.add_argument("--minicons-batch", type=int, default=50, help="sentences per call")
+    parser.add_argument("--no-minicons", action="store_true")
+    parser.add_argument("--long-tokens", type=int, default=500, help="0 skips the long check")
+    parser.add_argument("--out-dir", type=Path, default=REPO_ROOT / "bench" / "results")
+    parser.add_argument("--tag", default="", help="suffix of the result file names")
+    return parser.parse_args(argv)
+
+
+def _compare(row: dict[str, Any], ours: dict[str, Any], other: dict[str, Any]) -> None:
+    """What the ``ours`` row gains over another engine's, recorded on that engine's row."""
+    row["max_abs_diff_vs_ours"] = max(
+        abs(a - b) for a, b in zip(ours["scores"], other["scores"], strict=True)
+    )
+    row["ours_speedup"] = other["seconds"] / ours["seconds"]
+    row["ours_memory_ratio"] = ours["peak_rss_mb"] / other["peak_rss_mb"]
+    if other.get("targets") != ours["targets"]:
+        row["warning"] = "scored token counts differ from ours"
 
 
 def _row(result: dict[str, Any], metric: str, dtype: str, shape) -> dict[str, Any]:
@@ -621,12 +741,11 @@ def _row(result: dict[str, Any], metric: str, dtype: str, shape) -> dict[str, An
         "useful_gflop": flops / 1e9,
         "useful_gflop_per_s": flops / seconds / 1e9,
         "peak_rss_mb": result["peak_rss_mb"],
-        "rss_after_load_mb": result["rss_after_load_mb"],
-        "rss_after_warmup_mb": result["rss_after_warmup_mb"],
-        "_copies": result["copies"],
-        "_lengths": result["lengths"],
     }
     for key in (
+        "phases",
+        "rss_after_load_mb",
+        "rss_after_warmup_mb",
         "cuda_max_allocated_mb",
         "max_batch_tokens",
         "attn_implementation",
@@ -641,15 +760,21 @@ def _row(result: dict[str, Any], metric: str, dtype: str, shape) -> dict[str, An
     return row
 
 
+def _cell(value: float | None, form: str) -> str:
+    return "" if value is None else format(value, form)
+
+
 def markdown(report: dict[str, Any]) -> str:
     peak = report["matmul_peak"]
+    sample = report["sample"]
     lines = [
         f"# PLL benchmark: {report['machine']} ({report['device']}, {report['threads']} threads)",
         "",
         f"- command: `{report['command']}`",
         f"- run: {report['started_utc']} to {report['finished_utc']}",
         f"- model: {report['model']}",
-        f"- sample: {report['sample']['n']} BLiMP sentences, seed {report['sample']['seed']}",
+        f"- sentences: {sample['n']} ({sample['source']}"
+        + (f", seed {sample['seed']})" if sample["seed"] is not None else ")"),
         "- matmul peak (best of start and end of the run): "
         + ", ".join(
             f"{k} {v['flops'] / 1e9:.0f} GFLOP/s (start {v['flops_start'] / 1e9:.0f}, "
@@ -657,26 +782,44 @@ def markdown(report: dict[str, Any]) -> str:
             for k, v in peak.items()
         ),
         f"- useful FLOPs: `{report['flops_formula']}`",
+        f"- TOKENIZERS_PARALLELISM: {report['tokenizers_parallelism']}",
         "- other busy processes at start: "
         + ("; ".join(report["other_busy_processes_at_start"]) or "none"),
         "",
-        "| engine | metric | dtype | sent/s | tok/s | peak mem MB | useful GFLOP/s | "
-        "% of peak | speed-up | max abs diff | RSS after warm-up MB |",
-        "| --- | --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |",
+        "| engine | metric | dtype | seconds | sent/s | tok/s | peak mem MB | "
+        "useful GFLOP/s | % of peak | ours' speed-up | ours' memory ratio | max abs diff |",
+        "| --- | --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |",
     ]
     for row in report["rows"]:
         mem = row.get("cuda_max_allocated_mb", row["peak_rss_mb"])
-        speedup = row.get("speedup_vs_minicons")
-        diff = row.get("max_abs_diff_vs_minicons")
+        speedup = row.get("ours_speedup")
         lines.append(
-            f"| {row['engine']} | {row['metric']} | {row['dtype']} | "
-            f"{row['sentences_per_s']:.2f} | {row['tokens_per_s']:.1f} | {mem:.0f} | "
+            f"| {row['engine']} | {row['metric']} | {row['dtype']} | {row['seconds']:.2f} | "
+            f"{row['sentences_per_s']:.1f} | {row['tokens_per_s']:.1f} | {mem:.0f} | "
             f"{row['useful_gflop_per_s']:.1f} | {100 * row['fraction_of_matmul_peak']:.0f}% | "
-            f"{f'{speedup:.2f}x' if speedup else ''} | "
-            f"{f'{diff:.1e}' if diff is not None else ''} | {row['rss_after_warmup_mb']:.0f} |"
+            f"{_cell(speedup, '.2f')}{'x' if speedup else ''} | "
+            f"{_cell(row.get('ours_memory_ratio'), '.3f')} | "
+            f"{_cell(row.get('max_abs_diff_vs_ours'), '.1e')} |"
         )
-    longs = [row for row in report["rows"] if "long" in row]
-    for row in longs:
+    phased = [row for row in report["rows"] if "phases" in row]
+    if phased:
+        lines += [
+            "",
+            "Where our time goes (one more `score()` of the same sentences, in steps):",
+            "",
+            "| metric | dtype | tokenize s | plan s | run s | assemble s | batches | copies | "
+            "tokens | GPU busy in run |",
+            "| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |",
+        ]
+        for row in phased:
+            p = row["phases"]
+            busy = p.get("gpu_busy_share_of_run")
+            lines.append(
+                f"| {row['metric']} | {row['dtype']} | {p['tokenize']:.2f} | {p['plan']:.2f} | "
+                f"{p['run']:.2f} | {p['assemble']:.2f} | {p['batches']} | {p['copies']} | "
+                f"{p['tokens']} | {_cell(busy and 100 * busy, '.0f')}{'%' if busy else ''} |"
+            )
+    for row in (row for row in report["rows"] if "long" in row):
         long = row["long"]
         lines.append("")
         lines.append(
@@ -689,8 +832,10 @@ def markdown(report: dict[str, Any]) -> str:
         )
     lines.append("")
     lines.append(
+        "Seconds: `score()` of all sentences after a warm-up of 8, model loading not included. "
         "Memory: peak RSS of the engine's own process (model load included) on CPU, max "
-        "allocated on CUDA; RSS after warm-up is the floor (runtime + weights paged in)."
+        "allocated on CUDA. Speed-up, memory ratio and max abs diff (nats per sentence) "
+        "compare our row with the row they stand on."
     )
     lines.append(
         "Other busy processes at end: "

@@ -4,14 +4,14 @@
 #
 # Why a separate venv: minicons needs transformers<5 while pll_harness targets transformers 5.
 #
-# Usage: scripts/make_minicons_venv.sh [DIR]     (default DIR: /work/minicons-venv)
+# Usage: scripts/make_minicons_venv.sh [DIR]     (default DIR: bench/.minicons-venv in this repository)
 #
 # torch is pinned to 2.13.0 because that exact wheel lies on local disk (any other version would
 # download gigabytes); we install it first, then minicons with a constraint that keeps torch at
 # that version and transformers below 5, and finally check that pip did not swap torch.
 set -euo pipefail
 
-DIR="${1:-/work/minicons-venv}"
+DIR="${1:-$(cd "$(dirname "$0")/.." && pwd)/bench/.minicons-venv}"
 PYTHON="${PYTHON:-python3}"
 TORCH_VERSION="2.13.0"
 

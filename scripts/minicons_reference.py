@@ -7,7 +7,7 @@ transformers<5, so this script runs with the python of the venv made by
 
 Usage (from the repository root):
 
-    /work/minicons-venv/bin/python scripts/minicons_reference.py \\
+    bench/.minicons-venv/bin/python scripts/minicons_reference.py \\
         --models tests/fixtures/models/tiny-bert-wordpiece tests/fixtures/models/tiny-roberta-bpe \\
         --sentences tests/fixtures/minicons_sentences.txt \\
         --metrics original word_l2r \\
