@@ -47,6 +47,7 @@ from __future__ import annotations
 
 import argparse
 import datetime as dt
+import gzip
 import json
 import os
 import platform
@@ -62,6 +63,7 @@ from pathlib import Path
 from typing import Any
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
+PACKAGED_DATA = REPO_ROOT / "pll_harness" / "tasks" / "data"
 MINICONS_METRICS = {"original": "original", "word_l2r": "within_word_l2r"}
 ARCHITECTURES = {
     "bert-base": {
@@ -86,18 +88,22 @@ WARMUP_SENTENCES = 8
 # Data and model
 
 
+def _rows(path: Path) -> list[dict[str, Any]]:
+    opener = gzip.open if path.suffix == ".gz" else open
+    with opener(path, "rt", encoding="utf-8") as handle:
+        return [json.loads(line) for line in handle if line.strip()]
+
+
+def _pair(row: dict[str, Any]) -> tuple[str, str]:
+    return row["sentence_good"], row["sentence_bad"]
+
+
 def blimp_sentences(blimp_dir: Path) -> list[str]:
     """Every good and bad BLiMP sentence, in file order."""
-    files = sorted(blimp_dir.glob("*.jsonl"))
+    files = sorted(blimp_dir.glob("*.jsonl*"))
     if not files:
-        raise SystemExit(f"no BLiMP *.jsonl files under {blimp_dir} (use --data)")
-    sentences = []
-    for path in files:
-        for line in path.read_text().splitlines():
-            if line.strip():
-                row = json.loads(line)
-                sentences += [row["sentence_good"], row["sentence_bad"]]
-    return sentences
+        raise SystemExit(f"no BLiMP *.jsonl[.gz] files under {blimp_dir} (use --data)")
+    return [s for path in files for row in _rows(path) for s in _pair(row)]
 
 
 def sample_sentences(blimp_dir: Path, n: int, seed: int) -> list[str]:
@@ -105,14 +111,9 @@ def sample_sentences(blimp_dir: Path, n: int, seed: int) -> list[str]:
     return random.Random(seed).sample(pool, min(n, len(pool)))
 
 
-def eventsadapt_sentences(shared: Path) -> list[str]:
-    import csv
-
-    path = shared / "data" / "eventsadapt" / "clean_EventsAdapt_SentenceSet.csv"
-    if not path.is_file():
-        return []
-    with path.open(newline="") as handle:
-        return [row["Sentence"] for row in csv.DictReader(handle) if row.get("Sentence")]
+def eventsadapt_sentences() -> list[str]:
+    path = PACKAGED_DATA / "eventsadapt" / "eventsadapt_pairs.jsonl.gz"
+    return [s for row in _rows(path) for s in _pair(row)]
 
 
 def cache_dir() -> Path:
@@ -130,8 +131,8 @@ def resolve_model(args: argparse.Namespace) -> tuple[Path, str]:
     shape = ARCHITECTURES[args.arch]
     target = cache_dir() / f"random-{args.arch}-cased-arch"
     if not (target / "DONE").is_file():
-        print(f"building random-weight {args.arch} + WordPiece tokenizer in {target} ...")
-        build_random_bert(target, args.shared, shape)
+        print(f"building random-weight {args.arch} + tokenizer in {target} ...", file=sys.stderr)
+        build_random_bert(target, args.data, shape)
     return target, (
         f"random-weight {args.arch} architecture ({shape['num_hidden_layers']}x"
         f"{shape['hidden_size']}, {shape['num_attention_heads']} heads, "
@@ -140,7 +141,7 @@ def resolve_model(args: argparse.Namespace) -> tuple[Path, str]:
     )
 
 
-def build_random_bert(target: Path, shared: Path, shape: dict[str, int]) -> None:
+def build_random_bert(target: Path, blimp_dir: Path, shape: dict[str, int]) -> None:
     """Random-weight BERT of ``shape`` with a WordPiece tokenizer of ``vocab_size`` ids,
     saved so that transformers 4 (minicons) and 5 (us) both load it."""
     import torch
@@ -148,7 +149,7 @@ def build_random_bert(target: Path, shared: Path, shape: dict[str, int]) -> None
     from transformers import BertConfig, BertForMaskedLM, BertTokenizerFast
 
     target.mkdir(parents=True, exist_ok=True)
-    texts = blimp_sentences(shared / "data" / "blimp") + eventsadapt_sentences(shared)
+    texts = blimp_sentences(blimp_dir) + eventsadapt_sentences()
     trainer = BertWordPieceTokenizer(
         clean_text=True, handle_chinese_chars=True, strip_accents=False, lowercase=False
     )
@@ -588,7 +589,7 @@ def main(argv: list[str] | None = None) -> None:
     device = args.device or ("cuda" if torch.cuda.is_available() else "cpu")
     threads = args.threads or torch.get_num_threads()
     dtypes = args.dtypes or (["float32", "bfloat16"] if device.startswith("cuda") else ["float32"])
-    blimp_dir = args.data or args.shared / "data" / "blimp"
+    blimp_dir = args.data
     if args.all:
         texts = blimp_sentences(blimp_dir)
     else:
@@ -685,9 +686,14 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
         "--shared",
         type=Path,
         default=REPO_ROOT.parent / "shared",
-        help="shared folder (default: ../shared beside the repository)",
+        help="shared folder, for models/bert-base-cased (default: ../shared beside the repo)",
     )
-    parser.add_argument("--data", type=Path, help="BLiMP folder (default <shared>/data/blimp)")
+    parser.add_argument(
+        "--data",
+        type=Path,
+        default=PACKAGED_DATA / "blimp",
+        help="BLiMP folder of *.jsonl[.gz] (default: the copy inside the package)",
+    )
     parser.add_argument("--model", help="model folder (default: see module docstring)")
     parser.add_argument("--arch", choices=sorted(ARCHITECTURES), default="bert-base")
     parser.add_argument("--n", type=int, default=300, help="sentences in the sample")
