@@ -121,31 +121,39 @@ def score_shared(
 ) -> list[SentenceScore]:
     """Score this process's ``requests`` as its share of one run over every process's
     requests (see the module docstring); every process must call this together."""
+    started = time.perf_counter()
     keys, jobs = scorer.distinct_jobs(requests)
+    tokenized = time.perf_counter()
     everyone: list[Encodings] = group.all_gather_object(jobs.encodings)
     first_job = sum(len(part) for part in everyone[: group.rank])
     work = scorer.plan_work(Encodings.concatenate(everyone))
     costs = [work.cost(batch) for batch in work.batches]
     owners = balance_by_cost(costs, group.world_size)
     mine = [batch for batch, owner in zip(work.batches, owners, strict=True) if owner == group.rank]
+    planned = time.perf_counter()
     with tqdm(
         total=len(mine),
         desc=f"{description} (rank 0's batches)",
         unit="batch",
         disable=disable_tqdm or group.rank != 0,
     ) as bar:
-        started = time.perf_counter()
         partial = scorer.runner.run(work, mine, lambda _: bar.update())
+    scored = time.perf_counter()
+    scores = scorer.assemble(jobs, work, pool_target_scores(partial, group), first_job)
     logger.info(
-        "Rank %d scored %d of %d batches (cost %d of %d) in %.2f s.",
+        "Rank %d scored %d of %d batches (cost %d of %d) in %.2f s; it tokenized its %d "
+        "requests in %.2f s, planned all in %.2f s, pooled and assembled in %.2f s.",
         group.rank,
         len(mine),
         len(work.batches),
         sum(cost for cost, owner in zip(costs, owners, strict=True) if owner == group.rank),
         sum(costs),
-        time.perf_counter() - started,
+        scored - planned,
+        len(requests),
+        tokenized - started,
+        planned - tokenized,
+        time.perf_counter() - scored,
     )
-    scores = scorer.assemble(jobs, work, pool_target_scores(partial, group), first_job)
     return [scores[key] for key in keys]
 
 

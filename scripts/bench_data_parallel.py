@@ -14,8 +14,9 @@ meant to equal a single process's with the same threads exactly.
         --tasks blimp_pll --limit 30 --processes 2
 
 Wall time includes start-up (loading lm-eval, the model and the tasks), which the
-processes do in parallel but which does not shrink with N; the per-rank scoring times show
-the part that does.
+processes do in parallel but which does not shrink with N; each rank's log line shows the
+parts that do: scoring its batches and tokenizing its own requests (planning, done by every
+rank on everyone's tokens, stays small).
 """
 
 from __future__ import annotations
@@ -30,7 +31,10 @@ import tempfile
 import time
 from pathlib import Path
 
-RANK_LINE = re.compile(r"Rank (\d+) scored (\d+) of (\d+) batches .* in ([\d.]+) s")
+RANK_LINE = re.compile(
+    r"Rank (\d+) scored (\d+) of (\d+) batches .* in ([\d.]+) s; it tokenized its (\d+) "
+    r"requests in ([\d.]+) s, planned all in ([\d.]+) s"
+)
 
 
 def run(command: list[str], env: dict[str, str]) -> tuple[float, str]:
@@ -112,7 +116,17 @@ def main() -> None:
             )
             same_threads = max_abs_diff(sample_scores(same_out), many)
     max_diff = max_abs_diff(one, many)
-    ranks = [(int(r), int(n), float(t)) for r, n, _, t in RANK_LINE.findall(log)]
+    ranks = [
+        {
+            "rank": int(rank),
+            "batches": int(batches),
+            "scoring_s": float(scoring),
+            "own_requests": int(requests),
+            "tokenize_s": float(tokenize),
+            "plan_s": float(plan),
+        }
+        for rank, batches, _, scoring, requests, tokenize, plan in RANK_LINE.findall(log)
+    ]
     speedup = single_time / many_time
     result = {
         "model": args.model,
@@ -126,7 +140,7 @@ def main() -> None:
         "data_parallel_s": round(many_time, 2),
         "speedup": round(speedup, 3),
         "scaling_efficiency": round(speedup / args.processes, 3),
-        "rank_scoring_s": ranks,
+        "ranks": ranks,
         "max_abs_logprob_diff": max_diff,
         "threads_per_process": threads,
         "max_abs_logprob_diff_single_process_same_threads": same_threads,
