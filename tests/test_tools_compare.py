@@ -321,7 +321,8 @@ def test_leaderboard_of_two_runs_of_a_users_own_tasks(tmp_path: Path) -> None:
     tasks = ["my_agreement", "my_stereo"]
     _run_and_save(folder, tm, tasks, right, "hf", "pretrained=gpt-a", 1.0)
     _run_and_save(folder, tm, tasks, half_right, "hf", "pretrained=gpt-b", 2.0)
-    # A third file: one of lm-eval's own tasks, and one without any accuracy-like metric.
+    # A third file: lm-eval's own tasks, a group (one column, not one per member) and a task
+    # without any accuracy-like metric.
     third = folder / "gpt-a-more" / "results_3.0.json"
     third.parent.mkdir()
     third.write_text(
@@ -329,8 +330,11 @@ def test_leaderboard_of_two_runs_of_a_users_own_tasks(tmp_path: Path) -> None:
             {
                 "results": {
                     "arc_easy": {"acc,none": 0.7, "acc_norm,none": 0.6},
+                    "mmlu": {"acc,none": 0.4},
+                    "mmlu_stem": {"acc,none": 0.3},
                     "wikitext": {"word_perplexity,none": 30.5},
                 },
+                "group_subtasks": {"mmlu": ["mmlu_stem"], "arc_easy": [], "wikitext": []},
                 "config": {"model": "hf", "model_args": "pretrained=gpt-a"},
                 "date": 3.0,
             }
@@ -341,15 +345,16 @@ def test_leaderboard_of_two_runs_of_a_users_own_tasks(tmp_path: Path) -> None:
     assert [r.label for r in board.runs] == ["gpt-a (hf)", "gpt-b (hf)"]
     assert [(c.task, c.header, c.metric) for c in board.columns] == [
         ("arc_easy", "arc_easy", "acc"),
+        ("mmlu", "mmlu", "acc"),
         ("my_agreement", "my_agreement", "acc"),
         ("my_stereo", "my_stereo (first_preferred)", "first_preferred"),
     ]
-    assert board.matrix()[0] == [0.7, 1.0, 1.0]
-    assert board.matrix()[1][1:] == [0.5, 0.5] and math.isnan(board.matrix()[1][0])
+    assert board.matrix()[0] == [0.7, 0.4, 1.0, 1.0]
+    assert board.matrix()[1][2:] == [0.5, 0.5] and math.isnan(board.matrix()[1][0])
     markdown = (tmp_path / "out" / "leaderboard.md").read_text()
     assert "Not shown (no accuracy-like metric): wikitext." in markdown
     gpt_b = next(line for line in markdown.splitlines() if line.startswith("| gpt-b"))
-    assert gpt_b.split(" | ")[3] == "**50.0** |"  # closest to no preference
+    assert gpt_b.split(" | ")[4] == "**50.0** |"  # closest to no preference
     assert_png(tmp_path / "out" / "leaderboard.png")
 
     diffs = build_leaderboard(load_runs([folder]), "score_diff")

@@ -5,9 +5,10 @@ runs (one row per model and metric) and for any other lm-eval model such as ``hf
 row per model).  The benchmarks this package ships keep their structured layout, read from
 :mod:`pll_harness.tasks.catalog`: BLiMP overall and by phenomenon as in Table 3 of Kauf &
 Ivanova (2023), EventsAdapt by trial type and voice, CrowS-Pairs by bias type, CLAMS by
-language, Zorro by phenomenon.  Any other task (a user's own pairs, or one of lm-eval's)
-that reports an accuracy-like metric gets a plain column.  Runs of the same model and metric
-in several files are merged (the newer file wins where they overlap).
+language, Zorro by phenomenon.  Any other task or group that was asked for (a user's own
+pairs, or one of lm-eval's) and reports an accuracy-like metric gets a plain column.  Runs
+of the same model and metric in several files are merged (the newer file wins where they
+overlap).
 """
 
 from __future__ import annotations
@@ -59,6 +60,8 @@ class ModelRun:
     pll_metric: str | None
     scores: dict[str, dict[str, float]] = field(default_factory=dict)
     """task -> metric (``acc``, ``score_diff``, ...) -> value."""
+    members: set[str] = field(default_factory=set)
+    """Tasks reported as part of a group of the same file (lm-eval's ``group_subtasks``)."""
     files: list[str] = field(default_factory=list)
 
     def sort_key(self) -> tuple[Any, ...]:
@@ -145,6 +148,7 @@ def load_runs(paths: Iterable[str | Path]) -> list[ModelRun]:
         label, model_type, pretrained, pll_metric = describe_run(data)
         run = runs.setdefault(label, ModelRun(label, model_type, pretrained, pll_metric))
         run.files.append(path)
+        run.members.update(t for ts in (data.get("group_subtasks") or {}).values() for t in ts)
         for task, values in data["results"].items():
             run.scores.setdefault(ALIASES.get(task, task), {}).update(_numbers(values))
     return sorted(runs.values(), key=ModelRun.sort_key)
@@ -285,9 +289,18 @@ def _neutral(metric: str, *, preference: bool) -> float | None:
 
 
 def _plain_columns(runs: Sequence[ModelRun], metric: str) -> tuple[list[Column], list[str]]:
-    """A column for every other task that has the metric asked for (or, by default, an
+    """A column for every other task or group that was asked for (not a member of a group:
+    ``--tasks mmlu`` is one column, not 57) and has the metric asked for (by default an
     accuracy-like one); also the tasks left out for having none."""
-    tasks = sorted({t for r in runs for t in r.scores if not any(b.owns(t) for b in BENCHMARKS)})
+    members = {t for r in runs for t in r.members}
+    tasks = sorted(
+        {
+            t
+            for r in runs
+            for t in r.scores
+            if t not in members and not any(b.owns(t) for b in BENCHMARKS)
+        }
+    )
     columns, skipped = [], []
     for task in tasks:
         reported = {m for r in runs for m in r.scores.get(task, {})}
