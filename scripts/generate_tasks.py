@@ -34,6 +34,7 @@ from pll_harness.task_paths import TASK_DIR as PACKAGE_TASK_DIR  # noqa: E402
 from pll_harness.task_paths import TEMPLATE_DIR  # noqa: E402
 from pll_harness.tasks.catalog import (  # noqa: E402
     BLIMP,
+    BLIMP_DATA,
     BLIMP_PHENOMENA,
     CLAMS,
     CLAMS_CONSTRUCTIONS,
@@ -43,7 +44,6 @@ from pll_harness.tasks.catalog import (  # noqa: E402
     CROWS_PAIRS,
     CROWS_PAIRS_BIAS_TYPES,
     CROWS_PAIRS_DATA,
-    DATA_DIR,
     EVENTSADAPT,
     EVENTSADAPT_PAIRS,
     EVENTSADAPT_TRIAL_TYPES,
@@ -51,6 +51,7 @@ from pll_harness.tasks.catalog import (  # noqa: E402
     ZORRO,
     ZORRO_DATA,
     ZORRO_PHENOMENA,
+    Subset,
     blimp_paradigms,
     clams_data_file,
     clams_files,
@@ -112,7 +113,7 @@ def build_blimp_data(source: Path) -> None:
     """Copy each paradigm's JSONL byte for byte, gzip-compressed."""
     for paradigm in blimp_paradigms():
         text = (source / f"{paradigm}.jsonl").read_text(encoding="utf-8")
-        write_gzip(DATA_DIR / "blimp" / f"{paradigm}.jsonl.gz", [text])
+        write_gzip(BLIMP_DATA / f"{paradigm}.jsonl.gz", [text])
 
 
 def eventsadapt_pairs(csv_path: Path) -> list[dict]:
@@ -283,26 +284,35 @@ def _fresh(root: Path) -> Path:
     return root
 
 
-def write_blimp_yamls() -> None:
-    """Paradigm tasks, phenomenon groups and the overall group, all unweighted means.
+def _write_by_phenomenon(
+    benchmark: str, phenomena: tuple[Subset, ...], data_dir: Path, alias: str
+) -> None:
+    """Paradigm tasks (one per source file ``<data_dir>/<member>.jsonl.gz``), phenomenon
+    groups and the overall group, all unweighted means.
 
     ``weight_by_size: false`` makes a group the plain mean over its leaf paradigms (lm-eval
-    aggregates over leaf tasks, not over sub-groups), so ``blimp_pll`` is the mean of the 67
-    paradigms, as in the papers, even under ``--limit``, not the mean of 12 phenomena.
+    aggregates over leaf tasks, not over sub-groups), so the overall group is the mean of
+    the paradigms, as in the papers, even under ``--limit``, not the mean of the phenomena.
     """
-    root = _fresh(TASK_DIR / BLIMP)
-    for phenomenon in BLIMP_PHENOMENA:
-        for paradigm in phenomenon.members:
-            name = task_name(BLIMP, paradigm)
-            data = DATA_DIR / "blimp" / f"{paradigm}.jsonl.gz"
+    root = _fresh(TASK_DIR / benchmark)
+    for phenomenon in phenomena:
+        for stem in phenomenon.members:
+            name = task_name(benchmark, stem)
+            paradigm = stem.split("-")[-1]  # Zorro's stems are <phenomenon>-<paradigm>
+            data = data_dir / f"{stem}.jsonl.gz"
             _task_yaml(root / "paradigms" / f"{name}.yaml", name, paradigm, data)
-        group = f"{BLIMP}_{phenomenon.key}"
-        children = [task_name(BLIMP, p) for p in phenomenon.members]
+        group = f"{benchmark}_{phenomenon.key}"
+        children = [task_name(benchmark, stem) for stem in phenomenon.members]
         text = _group_yaml(group, phenomenon.title, children, weight_by_size=False)
         _write(root / "phenomena" / f"{group}.yaml", text)
-    children = [f"{BLIMP}_{p.key}" for p in BLIMP_PHENOMENA]
-    text = _group_yaml(BLIMP, "BLiMP (67 paradigms)", children, weight_by_size=False)
-    _write(root / f"{BLIMP}.yaml", text)
+    children = [f"{benchmark}_{p.key}" for p in phenomena]
+    _write(
+        root / f"{benchmark}.yaml", _group_yaml(benchmark, alias, children, weight_by_size=False)
+    )
+
+
+def write_blimp_yamls() -> None:
+    _write_by_phenomenon(BLIMP, BLIMP_PHENOMENA, BLIMP_DATA, "BLiMP (67 paradigms)")
 
 
 def write_eventsadapt_yamls() -> None:
@@ -384,23 +394,9 @@ def write_clams_yamls() -> None:
 
 
 def write_zorro_yamls() -> None:
-    """Paradigm tasks, phenomenon groups and the overall group, all unweighted means of
-    paradigms (as BLiMP; every paradigm has 2,000 pairs, so this only matters under
-    ``--limit``)."""
-    root = _fresh(TASK_DIR / ZORRO)
-    for phenomenon in ZORRO_PHENOMENA:
-        for stem in phenomenon.members:
-            name = task_name(ZORRO, stem)
-            alias = stem.split("-")[-1]
-            data = ZORRO_DATA / f"{stem}.jsonl.gz"
-            _task_yaml(root / "paradigms" / f"{name}.yaml", name, alias, data)
-        group = f"{ZORRO}_{phenomenon.key}"
-        children = [task_name(ZORRO, stem) for stem in phenomenon.members]
-        text = _group_yaml(group, phenomenon.title, children, weight_by_size=False)
-        _write(root / "phenomena" / f"{group}.yaml", text)
-    children = [f"{ZORRO}_{p.key}" for p in ZORRO_PHENOMENA]
-    text = _group_yaml(ZORRO, "Zorro (23 paradigms)", children, weight_by_size=False)
-    _write(root / f"{ZORRO}.yaml", text)
+    """As BLiMP's; every Zorro paradigm has 2,000 pairs, so the plain means differ from
+    pooled ones only under ``--limit``."""
+    _write_by_phenomenon(ZORRO, ZORRO_PHENOMENA, ZORRO_DATA, "Zorro (23 paradigms)")
 
 
 BUILDERS: dict[str, tuple[Callable[[Path], None], str]] = {

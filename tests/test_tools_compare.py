@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 from lm_eval.tasks import TaskManager
 from lm_eval.utils import handle_non_serializable
-from test_tasks_eval import ScriptedLM
+from test_tasks_eval import RECIPE, ScriptedLM
 from tools_support import assert_png
 
 from pll_harness.task_paths import TASK_DIR
@@ -273,16 +273,6 @@ def test_leaderboard_of_two_runs_of_the_new_benchmarks(tmp_path: Path) -> None:
     assert "clams_pll_de" in header and "zorro_pll_binding" in header
 
 
-USER_TASK = """\
-task: {task}
-include: {template}
-dataset_kwargs:
-  data_files: {data}
-  {a}: {a_col}
-  {b}: {b_col}
-"""
-
-
 def test_leaderboard_of_two_runs_of_a_users_own_tasks(tmp_path: Path) -> None:
     tasks_dir = tmp_path / "my_tasks"
     tasks_dir.mkdir()
@@ -293,29 +283,21 @@ def test_leaderboard_of_two_runs_of_a_users_own_tasks(tmp_path: Path) -> None:
         '{"s": "She is a nurse.", "a": "He is a nurse."}\n'
         '{"s": "He is a pilot.", "a": "She is a pilot."}\n'
     )
-    templates = TASK_DIR / "templates"
-    (tasks_dir / "my_agreement.yaml").write_text(
-        USER_TASK.format(
-            task="my_agreement",
-            template=templates / "minimal_pair.yaml",
-            data="pairs.csv",
-            a="good",
-            a_col="ok",
-            b="bad",
-            b_col="bad",
+    for task, template, data, (a_key, a_col), (b_key, b_col) in (
+        ("my_agreement", "minimal_pair", "pairs.csv", ("good", "ok"), ("bad", "bad")),
+        ("my_stereo", "pair_preference", "stereo.jsonl", ("first", "s"), ("second", "a")),
+    ):
+        (tasks_dir / f"{task}.yaml").write_text(
+            RECIPE.format(
+                task=task,
+                template=TASK_DIR / "templates" / f"{template}.yaml",
+                data=data,
+                a_key=a_key,
+                a_col=a_col,
+                b_key=b_key,
+                b_col=b_col,
+            )
         )
-    )
-    (tasks_dir / "my_stereo.yaml").write_text(
-        USER_TASK.format(
-            task="my_stereo",
-            template=templates / "pair_preference.yaml",
-            data="stereo.jsonl",
-            a="first",
-            a_col="s",
-            b="second",
-            b_col="a",
-        )
-    )
     tm = TaskManager(include_defaults=False, include_path=[str(tasks_dir)])
     folder = tmp_path / "runs"
     tasks = ["my_agreement", "my_stereo"]

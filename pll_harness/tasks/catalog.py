@@ -43,6 +43,8 @@ def task_name(prefix: str, stem: str) -> str:
 # --------------------------------------------------------------------------- BLiMP
 
 BLIMP = "blimp_pll"
+BLIMP_DATA = DATA_DIR / "blimp"
+"""One ``<paradigm>.jsonl.gz`` per paradigm: the source's JSONL, byte for byte."""
 
 BLIMP_PHENOMENA: tuple[Subset, ...] = (
     # Warstadt et al. (2020) Table 3 and Kauf & Ivanova (2023), keyed by the data's
