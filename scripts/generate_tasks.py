@@ -82,14 +82,17 @@ STEREOTYPE_METRICS = ("pct_stereotype", "score_diff")
 
 
 def write_gzip(path: Path, lines: Iterable[str]) -> None:
-    """Deterministic gzip (no name, mtime 0) so that rebuilding changes no bytes."""
+    """Deterministic gzip (no name, mtime 0) so that rebuilding changes no bytes; written
+    beside the target and moved over it, so an interrupted run leaves no partial file."""
     path.parent.mkdir(parents=True, exist_ok=True)
+    partial = path.with_name(f"{path.name}.partial")
     with (
-        path.open("wb") as raw,
+        partial.open("wb") as raw,
         gzip.GzipFile(filename="", mode="wb", fileobj=raw, mtime=0, compresslevel=9) as gz,
     ):
         for line in lines:
             gz.write(line.encode("utf-8"))
+    os.replace(partial, path)
 
 
 def write_jsonl_gz(path: Path, records: Iterable[dict]) -> None:
@@ -197,9 +200,10 @@ def clams_pairs(path: Path) -> list[dict]:
 
 
 def build_clams_data(source: Path) -> None:
-    """``source`` holds the repository's ``<language>_evalset/`` folders."""
-    for language, stem in clams_files():
-        pairs = clams_pairs(source / f"{language}_evalset" / f"{stem}.txt")
+    """``source`` holds the repository's ``<language>_evalset/`` folders; every file is read
+    and checked before any is written."""
+    files = {f: clams_pairs(source / f"{f[0]}_evalset" / f"{f[1]}.txt") for f in clams_files()}
+    for (language, stem), pairs in files.items():
         write_jsonl_gz(clams_data_file(language, stem), pairs)
 
 
@@ -219,9 +223,11 @@ def zorro_pairs(path: Path) -> list[dict]:
 
 
 def build_zorro_data(source: Path) -> None:
-    """``source`` is Zorro's ``sentences/babyberta`` folder."""
-    for stem in zorro_paradigms():
-        write_jsonl_gz(ZORRO_DATA / f"{stem}.jsonl.gz", zorro_pairs(source / f"{stem}.txt"))
+    """``source`` is Zorro's ``sentences/babyberta`` folder; every file is read and checked
+    before any is written."""
+    files = {stem: zorro_pairs(source / f"{stem}.txt") for stem in zorro_paradigms()}
+    for stem, pairs in files.items():
+        write_jsonl_gz(ZORRO_DATA / f"{stem}.jsonl.gz", pairs)
 
 
 # --------------------------------------------------------------------------- YAML
@@ -400,8 +406,8 @@ def write_zorro_yamls() -> None:
 
 
 BUILDERS: dict[str, tuple[Callable[[Path], None], str]] = {
-    "blimp": (build_blimp_data, "folder of BLiMP's 67 <paradigm>.jsonl"),
-    "eventsadapt": (build_eventsadapt_data, "clean_EventsAdapt_SentenceSet.csv"),
+    "blimp": (build_blimp_data, "the folder of BLiMP's 67 <paradigm>.jsonl"),
+    "eventsadapt": (build_eventsadapt_data, "EventsAdapt's clean_EventsAdapt_SentenceSet.csv"),
     "crows_pairs": (build_crows_pairs_data, "CrowS-Pairs' data/crows_pairs_anonymized.csv"),
     "clams": (build_clams_data, "a CLAMS checkout (holding <language>_evalset/ folders)"),
     "zorro": (build_zorro_data, "Zorro's sentences/babyberta folder"),
