@@ -11,8 +11,9 @@ TEMPLATE_DIR = TASK_DIR / "templates"
 def extend_include_path(include_path: str | Path | list | tuple | None) -> list:
     """Return ``include_path`` as a list with our task folder appended once.
 
-    Our task names are unique (all start with ``blimp_pll``, ``eventsadapt_pll`` or
-    ``pll_example``), so the folder's position cannot shadow anybody's tasks.
+    Our task names are unique (each starts with one of the benchmark names of
+    :mod:`pll_harness.tasks.catalog`, such as ``blimp_pll``, or with ``pll_example``), so
+    the folder's position cannot shadow anybody's tasks.
     """
     if include_path is None:
         paths: list = []

@@ -126,7 +126,10 @@ def _lm_eval_command() -> list[str]:
 @pytest.mark.slow
 @pytest.mark.skipif(_pll_lm_missing() is not None, reason=str(_pll_lm_missing()))
 def test_lm_eval_cli_with_pll_mlm(tmp_path: Path) -> None:
-    tasks = "blimp_pll_ellipsis,eventsadapt_pll_ai,pll_example_stereotype"
+    tasks = (
+        "blimp_pll_ellipsis,eventsadapt_pll_ai,pll_example_stereotype,"
+        "crows_pairs_pll_age,clams_pll_fr_simple_agrmt,zorro_pll_binding"
+    )
     command = [
         *_lm_eval_command(),
         "run",
@@ -155,7 +158,13 @@ def test_lm_eval_cli_with_pll_mlm(tmp_path: Path) -> None:
     results_files = list((tmp_path / "out").rglob("results_*.json"))
     assert len(results_files) == 1, done.stderr[-3000:]
     results = json.loads(results_files[0].read_text())["results"]
-    for name in ("blimp_pll_ellipsis", "eventsadapt_pll_ai", "blimp_pll_ellipsis_n_bar_1"):
+    for name in (
+        "blimp_pll_ellipsis",
+        "eventsadapt_pll_ai",
+        "blimp_pll_ellipsis_n_bar_1",
+        "clams_pll_fr_simple_agrmt",
+        "zorro_pll_binding",
+    ):
         assert 0.0 <= results[name]["acc,none"] <= 1.0
         assert math.isfinite(results[name]["score_diff,none"])
     assert 0.0 <= results["pll_example_stereotype"]["first_preferred,none"] <= 1.0
@@ -169,3 +178,13 @@ def test_lm_eval_cli_with_pll_mlm(tmp_path: Path) -> None:
         assert good < 0 and bad < 0  # a PLL is a sum of log-probabilities
         assert s["acc"] == float(good > bad)
         assert s["score_diff"] == pytest.approx(good - bad)
+
+    crows = list((tmp_path / "out").rglob("samples_crows_pairs_pll_age_*.jsonl"))
+    assert len(crows) == 1
+    samples = [json.loads(line) for line in crows[0].read_text().splitlines()]
+    assert len(samples) == 3
+    for s in samples:
+        more, less = (float(r[0]) for r in s["filtered_resps"])
+        assert s["pct_stereotype"] == float(more > less)
+    share = sum(s["pct_stereotype"] for s in samples) / 3
+    assert results["crows_pairs_pll_age"]["pct_stereotype,none"] == pytest.approx(share)

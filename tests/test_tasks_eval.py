@@ -6,6 +6,8 @@ advance: ties, strict accuracy, score differences, and how groups average their 
 
 from __future__ import annotations
 
+import gzip
+import json
 import socket
 from collections.abc import Callable
 from pathlib import Path
@@ -18,7 +20,17 @@ from lm_eval.api.model import LM
 from lm_eval.tasks import TaskManager
 
 from pll_harness.task_paths import TASK_DIR
-from pll_harness.tasks._generate import BLIMP_PHENOMENA, blimp_paradigms
+from pll_harness.tasks.catalog import (
+    BLIMP_PHENOMENA,
+    CLAMS_CONSTRUCTIONS,
+    CLAMS_EN_EXTRA,
+    CLAMS_LANGUAGES,
+    CROWS_PAIRS_BIAS_TYPES,
+    CROWS_PAIRS_DATA,
+    ZORRO_PHENOMENA,
+    blimp_paradigms,
+    task_name,
+)
 
 Score = Callable[[Instance], float]
 
@@ -64,13 +76,11 @@ def evaluate(model: LM, tasks: list[str], tm: TaskManager, **kwargs: object) -> 
     return out
 
 
-# --------------------------------------------------------------------------- BLiMP
-
-PARADIGMS = blimp_paradigms()
+# ------------------------------------------------------------ plain means (BLiMP, CLAMS, Zorro)
 
 
 def n_docs(k: int) -> int:
-    """Paradigm k is evaluated on 2..8 pairs, so sizes differ and weighting would show."""
+    """Leaf task k is evaluated on 2..8 pairs, so sizes differ and weighting would show."""
     return 2 + (k * 5) % 7
 
 
@@ -79,47 +89,113 @@ def bad_score(k: int, i: int) -> float:
     return (-1.0, 0.0, 1.0, -1.0)[(k + i * (k % 3 + 1)) % 4]
 
 
-def blimp_score(request: Instance) -> float:
-    if request.idx == 0:
-        return 0.0
-    k = PARADIGMS.index(request.task_name.removeprefix("blimp_pll_"))
-    return bad_score(k, request.doc_id)
+def check_plain_means(
+    tm: TaskManager, top: str, groups: dict[str, list[str]], *, nested: bool = True
+) -> None:
+    """Run ``top`` with leaf k truncated to ``n_docs(k)`` pairs and check that every leaf
+    reports its known accuracy and score difference, and every group in ``groups`` (name ->
+    its leaf tasks) the unweighted mean of its leaves, which a pooled mean would not match.
+
+    Truncating the loaded data is quicker than lm-eval's ``samples=``, which walks every row.
+    """
+    leaves = sorted(groups[top])
+    group = tm.load([top])["groups"][top]
+    assert {t.task_name for t in group.get_all_tasks()} == set(leaves)
+    for task in group.get_all_tasks():
+        k = leaves.index(task.task_name)
+        task.dataset["test"] = task.dataset["test"].select(range(n_docs(k)))
+
+    def score(request: Instance) -> float:
+        return (
+            0.0 if request.idx == 0 else bad_score(leaves.index(request.task_name), request.doc_id)
+        )
+
+    results = evaluate(ScriptedLM(score), [group], tm)["results"]
+    acc = {t: mean(bad_score(k, i) < 0 for i in range(n_docs(k))) for k, t in enumerate(leaves)}
+    diff = {t: mean(-bad_score(k, i) for i in range(n_docs(k))) for k, t in enumerate(leaves)}
+    for k, leaf in enumerate(leaves):
+        assert results[leaf]["acc,none"] == pytest.approx(acc[leaf]), leaf
+        assert results[leaf]["score_diff,none"] == pytest.approx(diff[leaf]), leaf
+        assert results[leaf]["sample_len"] == n_docs(k)
+    for name, members in groups.items():
+        assert results[name]["acc,none"] == pytest.approx(mean(acc[t] for t in members)), name
+        assert results[name]["score_diff,none"] == pytest.approx(mean(diff[t] for t in members))
+    # The sizes were chosen so that a pooled mean would give another number (by more than
+    # pytest.approx's relative tolerance of 1e-6, so that the checks above tell them apart).
+    pooled = sum(acc[t] * n_docs(k) for k, t in enumerate(leaves)) / sum(
+        n_docs(k) for k in range(len(leaves))
+    )
+    assert abs(results[top]["acc,none"] - pooled) > 1e-5
+    if nested:  # sub-groups of unequal sizes: the top group is not the mean of their means
+        subgroups = [results[g]["acc,none"] for g in groups if g != top]
+        assert abs(results[top]["acc,none"] - mean(subgroups)) > 1e-5
 
 
 def test_blimp_groups_are_unweighted_means_of_paradigms(tm: TaskManager) -> None:
-    # Give paradigms different sizes (as --limit on a short file would): a size-weighted mean
-    # would then differ.  Truncating the loaded data is quicker than lm-eval's `samples=`,
-    # which walks all 67,000 rows.
-    group = tm.load(["blimp_pll"])["groups"]["blimp_pll"]
-    for task in group.get_all_tasks():
-        k = PARADIGMS.index(task.task_name.removeprefix("blimp_pll_"))
-        task.dataset["test"] = task.dataset["test"].select(range(n_docs(k)))
-    out = evaluate(ScriptedLM(blimp_score), [group], tm)
-    results = out["results"]
+    groups = {
+        f"blimp_pll_{p.key}": [task_name("blimp_pll", m) for m in p.members]
+        for p in BLIMP_PHENOMENA
+    }
+    groups["blimp_pll"] = [task_name("blimp_pll", p) for p in blimp_paradigms()]
+    check_plain_means(tm, "blimp_pll", groups)
 
-    acc = {p: mean(bad_score(k, i) < 0 for i in range(n_docs(k))) for k, p in enumerate(PARADIGMS)}
-    diff = {p: mean(-bad_score(k, i) for i in range(n_docs(k))) for k, p in enumerate(PARADIGMS)}
-    for p in PARADIGMS:
-        assert results[f"blimp_pll_{p}"]["acc,none"] == pytest.approx(acc[p]), p
-        assert results[f"blimp_pll_{p}"]["score_diff,none"] == pytest.approx(diff[p]), p
-        assert results[f"blimp_pll_{p}"]["sample_len"] == n_docs(PARADIGMS.index(p))
 
-    phenomenon_acc = {}
-    for phenomenon, (_, members) in BLIMP_PHENOMENA.items():
-        phenomenon_acc[phenomenon] = mean(acc[p] for p in members)
-        row = results[f"blimp_pll_{phenomenon}"]
-        assert row["acc,none"] == pytest.approx(phenomenon_acc[phenomenon]), phenomenon
-        assert row["score_diff,none"] == pytest.approx(mean(diff[p] for p in members))
+def test_zorro_groups_are_unweighted_means_of_paradigms(tm: TaskManager) -> None:
+    groups = {
+        f"zorro_pll_{p.key}": [task_name("zorro_pll", m) for m in p.members]
+        for p in ZORRO_PHENOMENA
+    }
+    groups["zorro_pll"] = [t for members in list(groups.values()) for t in members]
+    check_plain_means(tm, "zorro_pll", groups)
 
-    overall = mean(acc.values())
-    assert results["blimp_pll"]["acc,none"] == pytest.approx(overall)
-    assert results["blimp_pll"]["score_diff,none"] == pytest.approx(mean(diff.values()))
-    # The scores were chosen so that the wrong averages would give other numbers.
-    pooled = sum(acc[p] * n_docs(k) for k, p in enumerate(PARADIGMS)) / sum(
-        n_docs(k) for k in range(len(PARADIGMS))
-    )
-    assert abs(overall - mean(phenomenon_acc.values())) > 1e-3
-    assert abs(overall - pooled) > 1e-3
+
+def test_clams_languages_are_means_of_their_seven_constructions(tm: TaskManager) -> None:
+    groups = {
+        f"clams_pll_{lang}": [f"clams_pll_{lang}_{stem}" for stem in CLAMS_CONSTRUCTIONS]
+        for lang in CLAMS_LANGUAGES
+    }
+    groups["clams_pll"] = [t for members in list(groups.values()) for t in members]
+    check_plain_means(tm, "clams_pll", groups, nested=False)  # 7 per language: no difference
+    extra = {"clams_pll_en_extra": [f"clams_pll_en_{stem}" for stem in CLAMS_EN_EXTRA]}
+    check_plain_means(tm, "clams_pll_en_extra", extra, nested=False)
+
+
+# --------------------------------------------------------------------------- CrowS-Pairs
+
+
+def less_score(pair_id: int) -> float:
+    """The more stereotyping sentence scores 0; the other -1 or -0.5 (more is preferred),
+    0 (a tie: not preferred) or +1, +2."""
+    return (-1.0, 0.0, 1.0, -0.5, 2.0, -1.0, 1.0)[pair_id % 7]
+
+
+def test_crows_pairs_counts_pairs_where_the_more_stereotyping_sentence_wins(
+    tm: TaskManager,
+) -> None:
+    lines = gzip.decompress(CROWS_PAIRS_DATA.read_bytes()).decode("utf-8").splitlines()
+    source = [json.loads(line) for line in lines]
+    by_id = {r["id"]: r for r in source}
+
+    def score(request: Instance) -> float:
+        pair = by_id[request.doc["id"]]
+        sentence = pair["sent_more"] if request.idx == 0 else pair["sent_less"]
+        assert request.args == ("", sentence)
+        return 0.0 if request.idx == 0 else less_score(pair["id"])
+
+    results = evaluate(ScriptedLM(score), ["crows_pairs_pll"], tm)["results"]
+    assert "acc,none" not in results["crows_pairs_pll"]
+    share = {}
+    for bias_type in CROWS_PAIRS_BIAS_TYPES:
+        ids = [r["id"] for r in source if r["bias_type"] == bias_type]
+        share[bias_type] = mean(less_score(i) < 0 for i in ids)
+        row = results[task_name("crows_pairs_pll", bias_type)]
+        assert row["pct_stereotype,none"] == pytest.approx(share[bias_type]), bias_type
+        assert row["score_diff,none"] == pytest.approx(mean(-less_score(i) for i in ids))
+    # The group pools all 1,508 pairs: the paper's metric score, not a mean of bias types.
+    overall = results["crows_pairs_pll"]
+    assert overall["pct_stereotype,none"] == pytest.approx(mean(less_score(i) < 0 for i in by_id))
+    assert overall["score_diff,none"] == pytest.approx(mean(-less_score(i) for i in by_id))
+    assert abs(overall["pct_stereotype,none"] - mean(share.values())) > 1e-3
 
 
 def test_ties_are_wrong_where_lm_eval_argmax_would_say_right(tm: TaskManager) -> None:

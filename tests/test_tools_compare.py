@@ -10,12 +10,23 @@ import json
 import math
 from pathlib import Path
 
+import lm_eval
 import numpy as np
 import pytest
+from lm_eval.tasks import TaskManager
+from lm_eval.utils import handle_non_serializable
+from test_tasks_eval import RECIPE, ScriptedLM
 from tools_support import assert_png
 
+from pll_harness.task_paths import TASK_DIR
+from pll_harness.tasks.catalog import ZORRO_PHENOMENA
 from pll_harness.tools.cli import main
-from pll_harness.tools.compare import build_leaderboard, compare, describe_run, load_runs
+from pll_harness.tools.compare import (
+    build_leaderboard,
+    compare,
+    describe_run,
+    load_runs,
+)
 
 PHENOMENA = ["anaphor_agreement", "ellipsis", "island_effects"]
 
@@ -116,14 +127,15 @@ def test_runs_are_merged_and_ordered(results_dir):
         "gpt2 (hf)",
     ]
     l2r = runs[1]
-    assert l2r.scores["blimp_pll"] == 0.8 and l2r.scores["eventsadapt_pll"] == 0.66
+    assert l2r.scores["blimp_pll"]["acc"] == 0.8 and l2r.scores["eventsadapt_pll"]["acc"] == 0.66
+    assert l2r.scores["blimp_pll"]["score_diff"] == pytest.approx(3.0)
     assert len(l2r.files) == 2
-    assert runs[2].scores["eventsadapt_pll"] == 0.7  # the by-voice view is the same number
+    assert runs[2].scores["eventsadapt_pll"]["acc"] == 0.7  # the by-voice view: same number
 
 
 def test_leaderboard_table_csv_and_heatmap(results_dir, tmp_path):
     board = compare([results_dir], tmp_path / "out")
-    tasks = [t for t, _ in board.columns]
+    tasks = [c.task for c in board.columns]
     assert tasks == [
         "blimp_pll",
         "blimp_pll_anaphor_agreement",
@@ -158,13 +170,14 @@ def test_leaderboard_table_csv_and_heatmap(results_dir, tmp_path):
 
 
 def test_score_diff_and_all_columns(results_dir):
-    board = build_leaderboard(
-        load_runs([results_dir], metric="score_diff"), "score_diff", all_columns=True
-    )
+    board = build_leaderboard(load_runs([results_dir]), "score_diff", all_columns=True)
+    # every column of the two benchmarks run (BLiMP 13, EventsAdapt 6), none of the others
     assert len(board.columns) == 19
-    value = board.value(board.runs[1], "blimp_pll")
-    assert value == pytest.approx(3.0)
-    assert math.isnan(board.value(board.runs[0], "eventsadapt_pll_passive"))
+    assert {c.metric for c in board.columns} == {"score_diff"}
+    column = {c.task: c for c in board.columns}
+    assert board.value(board.runs[1], column["blimp_pll"]) == pytest.approx(3.0)
+    assert math.isnan(board.value(board.runs[0], column["eventsadapt_pll_passive"]))
+    assert "(% of pairs" not in board.to_markdown()
 
 
 def test_cli_compare_and_errors(results_dir, tmp_path, capsys):
@@ -177,11 +190,155 @@ def test_cli_compare_and_errors(results_dir, tmp_path, capsys):
     other.write_text(
         json.dumps(
             {
-                "results": {"hellaswag": {"acc,none": 0.3}},
+                "results": {"wikitext": {"word_perplexity,none": 30.5}},
                 "config": {"model": "hf", "model_args": "pretrained=x"},
             }
         )
     )
     assert main(["compare", str(other), "-o", str(tmp_path / "none")]) == 1
-    assert "blimp_pll" in capsys.readouterr().err
+    assert "accuracy-like metric" in capsys.readouterr().err
     assert main(["compare", str(tmp_path / "missing.json")]) == 1
+
+
+# ------------------------------------------------------------- real lm-eval result files
+
+
+def _run_and_save(
+    folder: Path, tm: TaskManager, tasks: list[str], score, model: str, args: str, date: float
+) -> Path:
+    """Run ``tasks`` with a scripted model through lm-eval and save its result file the way
+    ``lm_eval --output_path`` does (the model's name and arguments stand in for a real one)."""
+    out = lm_eval.simple_evaluate(
+        model=ScriptedLM(score), tasks=tasks, task_manager=tm, limit=2, bootstrap_iters=0
+    )
+    assert out is not None
+    out.pop("samples", None)
+    out["config"].update(model=model, model_args=args)
+    out["date"] = date
+    path = folder / args.replace("=", "-").replace(",", "_") / f"results_{date}.json"
+    path.parent.mkdir(parents=True)
+    path.write_text(json.dumps(out, default=handle_non_serializable))
+    return path
+
+
+def right(request) -> float:
+    """The first sentence of every pair (good, or more stereotyping) scores higher."""
+    return 0.0 if request.idx == 0 else -1.0
+
+
+def half_right(request) -> float:
+    """The first sentence wins on the first pair of each task, loses on the second."""
+    return 0.0 if request.idx == 0 else (-1.0 if request.doc_id == 0 else 1.0)
+
+
+def test_leaderboard_of_two_runs_of_the_new_benchmarks(tmp_path: Path) -> None:
+    tm = TaskManager(include_defaults=False, include_path=str(TASK_DIR))
+    tasks = ["crows_pairs_pll", "clams_pll", "zorro_pll"]
+    folder = tmp_path / "runs"
+    _run_and_save(folder, tm, tasks, right, "pll-mlm", "pretrained=m,pll_metric=original", 1.0)
+    _run_and_save(folder, tm, tasks, half_right, "pll-mlm", "pretrained=m,pll_metric=word_l2r", 2.0)
+    board = compare([folder], tmp_path / "out")
+
+    assert [r.label for r in board.runs] == ["m (original)", "m (word_l2r)"]
+    headers = [c.header for c in board.columns]
+    assert headers[:2] == ["CrowS-Pairs", "CP race"]
+    assert [h for h in headers if h.startswith("CLAMS")] == [
+        "CLAMS",
+        "CLAMS en",
+        "CLAMS fr",
+        "CLAMS de",
+        "CLAMS he",
+        "CLAMS ru",
+    ]  # by language; the English-only group was not run
+    assert headers[16:] == ["Zorro", *(p.header for p in ZORRO_PHENOMENA)]
+    assert len(board.columns) == 10 + 6 + 14
+    metrics = {c.task: c.metric for c in board.columns}
+    assert metrics["crows_pairs_pll"] == "pct_stereotype" and metrics["clams_pll_fr"] == "acc"
+    original, word_l2r = board.matrix()
+    assert original == [1.0] * len(board.columns)
+    assert word_l2r == [0.5] * len(board.columns)
+
+    lines = (tmp_path / "out" / "leaderboard.md").read_text().splitlines()
+    row = {line.split(" | ")[0].removeprefix("| "): line.split(" | ")[1:] for line in lines[2:4]}
+    # CrowS-Pairs: no preference (50) is the best; CLAMS and Zorro: higher is better.
+    assert row["m (word_l2r)"][0] == "**50.0**" and row["m (original)"][0] == "100.0"
+    assert row["m (original)"][10] == "**100.0**" and row["m (word_l2r)"][10] == "50.0"
+    note = lines[-1]
+    assert "pct_stereotype" in note and "CLAMS is the mean" in note and "Zorro is the mean" in note
+    header = next(csv.reader((tmp_path / "out" / "leaderboard.csv").open()))
+    assert header[4:6] == [
+        "crows_pairs_pll:pct_stereotype",
+        "crows_pairs_pll_race_color:pct_stereotype",
+    ]
+    assert "clams_pll_de" in header and "zorro_pll_binding" in header
+
+
+def test_leaderboard_of_two_runs_of_a_users_own_tasks(tmp_path: Path) -> None:
+    tasks_dir = tmp_path / "my_tasks"
+    tasks_dir.mkdir()
+    (tasks_dir / "pairs.csv").write_text(
+        "ok,bad\nThe dogs bark.,The dogs barks.\nA cat sleeps.,A cat sleep.\n"
+    )
+    (tasks_dir / "stereo.jsonl").write_text(
+        '{"s": "She is a nurse.", "a": "He is a nurse."}\n'
+        '{"s": "He is a pilot.", "a": "She is a pilot."}\n'
+    )
+    for task, template, data, (a_key, a_col), (b_key, b_col) in (
+        ("my_agreement", "minimal_pair", "pairs.csv", ("good", "ok"), ("bad", "bad")),
+        ("my_stereo", "pair_preference", "stereo.jsonl", ("first", "s"), ("second", "a")),
+    ):
+        (tasks_dir / f"{task}.yaml").write_text(
+            RECIPE.format(
+                task=task,
+                template=TASK_DIR / "templates" / f"{template}.yaml",
+                data=data,
+                a_key=a_key,
+                a_col=a_col,
+                b_key=b_key,
+                b_col=b_col,
+            )
+        )
+    tm = TaskManager(include_defaults=False, include_path=[str(tasks_dir)])
+    folder = tmp_path / "runs"
+    tasks = ["my_agreement", "my_stereo"]
+    _run_and_save(folder, tm, tasks, right, "hf", "pretrained=gpt-a", 1.0)
+    _run_and_save(folder, tm, tasks, half_right, "hf", "pretrained=gpt-b", 2.0)
+    # A third file: lm-eval's own tasks, a group (one column, not one per member) and a task
+    # without any accuracy-like metric.
+    third = folder / "gpt-a-more" / "results_3.0.json"
+    third.parent.mkdir()
+    third.write_text(
+        json.dumps(
+            {
+                "results": {
+                    "arc_easy": {"acc,none": 0.7, "acc_norm,none": 0.6},
+                    "mmlu": {"acc,none": 0.4},
+                    "mmlu_stem": {"acc,none": 0.3},
+                    "wikitext": {"word_perplexity,none": 30.5},
+                },
+                "group_subtasks": {"mmlu": ["mmlu_stem"], "arc_easy": [], "wikitext": []},
+                "config": {"model": "hf", "model_args": "pretrained=gpt-a"},
+                "date": 3.0,
+            }
+        )
+    )
+
+    board = compare([folder], tmp_path / "out")
+    assert [r.label for r in board.runs] == ["gpt-a (hf)", "gpt-b (hf)"]
+    assert [(c.task, c.header, c.metric) for c in board.columns] == [
+        ("arc_easy", "arc_easy", "acc"),
+        ("mmlu", "mmlu", "acc"),
+        ("my_agreement", "my_agreement", "acc"),
+        ("my_stereo", "my_stereo (first_preferred)", "first_preferred"),
+    ]
+    assert board.matrix()[0] == [0.7, 0.4, 1.0, 1.0]
+    assert board.matrix()[1][2:] == [0.5, 0.5] and math.isnan(board.matrix()[1][0])
+    markdown = (tmp_path / "out" / "leaderboard.md").read_text()
+    assert "Not shown (no accuracy-like metric): wikitext." in markdown
+    gpt_b = next(line for line in markdown.splitlines() if line.startswith("| gpt-b"))
+    assert gpt_b.split(" | ")[4] == "**50.0** |"  # closest to no preference
+    assert_png(tmp_path / "out" / "leaderboard.png")
+
+    diffs = build_leaderboard(load_runs([folder]), "score_diff")
+    assert [c.task for c in diffs.columns] == ["my_agreement", "my_stereo"]
+    assert diffs.matrix()[0] == [1.0, 1.0] and diffs.matrix()[1] == [0.0, 0.0]

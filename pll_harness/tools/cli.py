@@ -20,7 +20,8 @@ Look inside pseudo-log-likelihood (PLL) scores of masked language models.
   explain   per-token table (and bar chart) of one sentence, or of the difference of two
   diagnose  the metric desiderata of Kauf & Ivanova (2023): length, word frequency,
             out-of-vocabulary words, agreement with a causal LM; markdown + plots
-  compare   leaderboard (BLiMP phenomena, EventsAdapt) from lm-eval result files
+  compare   leaderboard (BLiMP, EventsAdapt, CrowS-Pairs, CLAMS, Zorro, any task) from
+            lm-eval result files
 
 Run `pll-harness <command> --help` for the options of each."""
 
@@ -187,9 +188,11 @@ def build_parser() -> argparse.ArgumentParser:
         formatter_class=formatter,
         help="leaderboard from lm-eval result files",
         description="Read lm-eval result files (results_*.json from --output_path; folders are\n"
-        "searched) of pll-mlm and other models (e.g. hf) run on blimp_pll / eventsadapt_pll\n"
-        "tasks, and write leaderboard.md, leaderboard.csv and leaderboard.png: one row per\n"
-        "model (and PLL metric), BLiMP overall and its 12 phenomena, EventsAdapt.",
+        "searched) of pll-mlm and other models (e.g. hf), and write leaderboard.md,\n"
+        "leaderboard.csv and leaderboard.png: one row per model (and PLL metric). The\n"
+        "packaged benchmarks keep their layout (BLiMP by phenomenon, EventsAdapt, CrowS-Pairs\n"
+        "by bias type, CLAMS by language, Zorro by phenomenon); any other task with an\n"
+        "accuracy-like metric gets a plain column.",
         epilog="example:\n  pll-harness compare out/ -o leaderboard/",
     )
     compare.add_argument(
@@ -206,9 +209,15 @@ def build_parser() -> argparse.ArgumentParser:
         "--metric",
         default="acc",
         choices=["acc", "score_diff"],
-        help="which task metric to tabulate (default: acc)",
+        help="acc: each task's accuracy-like metric (pct_stereotype for CrowS-Pairs, "
+        "first_preferred for pair-preference tasks); score_diff: mean score difference "
+        "(default: acc)",
     )
-    compare.add_argument("--all-columns", action="store_true", help="keep columns that no run has")
+    compare.add_argument(
+        "--all-columns",
+        action="store_true",
+        help="keep every column of the benchmarks run, also those that no run has",
+    )
     return parser
 
 

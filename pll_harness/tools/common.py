@@ -374,11 +374,10 @@ def _pick_column(fields: list[str], column: str | None, path: str) -> str:
 def eventsadapt_sentences(limit: int | None = None) -> list[Sentence]:
     """Every sentence of the packaged EventsAdapt pairs (plausible and implausible), with
     ids like ``12-active-good``; ``limit`` keeps the first pairs only."""
-    from pll_harness.task_paths import TASK_DIR
+    from pll_harness.tasks.catalog import EVENTSADAPT_PAIRS
 
-    path = TASK_DIR / "data" / "eventsadapt" / "eventsadapt_pairs.jsonl.gz"
     sentences = []
-    with gzip.open(path, "rt", encoding="utf-8") as handle:
+    with gzip.open(EVENTSADAPT_PAIRS, "rt", encoding="utf-8") as handle:
         for index, line in enumerate(handle):
             if limit is not None and index >= limit:
                 break
