@@ -20,9 +20,11 @@ from pll_harness.allocator import pin_mmap_threshold
 from pll_harness.heads import MaskedLMParts
 from pll_harness.planning import Batch, Work
 
-HEAD_CHUNK_ELEMENTS = {"cpu": 1 << 21, "default": 1 << 26}
-"""Upper bound on logits held at once (rows x vocab): 8 MB in float32 on the CPU, where
-bigger chunks gain no speed but add to peak memory; 256 MB on accelerators."""
+HEAD_CHUNK_ELEMENTS = {"cpu": 1 << 20, "default": 1 << 26}
+"""Upper bound on logits per chunk (rows x vocab).  Each chunk holds its logits and their
+log-softmax, 2 x 4 MB in float32 on the CPU: chunks of 1-4 MB of logits ran as fast as
+bigger ones on a 4000-word vocabulary (bench/README.md) and keep peak memory down; 2 x
+256 MB on accelerators."""
 
 BATCHES_IN_FLIGHT = 8
 """How many batches the host may send ahead of a GPU: enough to keep it busy while the
