@@ -37,7 +37,7 @@ from pll_harness.runner import (
 )
 from pll_harness.windows import Window, plan_windows
 
-logger = logging.getLogger(__name__)
+logger = logging.getLogger(f"lm_eval.{__name__}")
 
 
 @dataclass(frozen=True)
