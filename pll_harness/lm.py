@@ -25,6 +25,7 @@ from pll_harness.distributed import (
 )
 from pll_harness.loading import load_masked_lm
 from pll_harness.masking import DEFAULT_METRIC, check_metric
+from pll_harness.provenance import model_info
 from pll_harness.runner import batch_cost
 from pll_harness.scorer import PLLScorer, SentenceScore
 
@@ -137,6 +138,8 @@ class PLLMaskedLM(LM):
             self.scorer.runner.batching = common_batching(self.scorer.runner.batching, self._group)
         self._device = self.scorer.device
         self.token_log = Path(token_log) if token_log else None
+        self._checkpoint = pretrained if isinstance(pretrained, str) else None
+        self._revision = revision
 
     def all_gather(self, tensor: Any) -> Any:
         return tensor if self._group is None else self._group.all_gather(tensor)
@@ -147,6 +150,18 @@ class PLLMaskedLM(LM):
     def barrier(self) -> None:
         if self._group is not None:
             self._group.barrier()
+
+    def get_model_info(self) -> dict[str, Any]:
+        """lm-eval adds this to the results file's ``config``: how the numbers were scored
+        (metric, checkpoint and its commit where known, dtype, package version; see
+        :func:`pll_harness.provenance.model_info`)."""
+        return model_info(
+            self.scorer.model,
+            self.scorer.metric,
+            self.scorer.max_length,
+            checkpoint=self._checkpoint,
+            revision=self._revision,
+        )
 
     @property
     def tokenizer_name(self) -> str:
