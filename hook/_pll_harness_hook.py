@@ -3,11 +3,11 @@
 pyproject.toml declares ``pll-mlm`` in the ``lm_eval.models`` entry-point group and the
 task package in ``lm_eval.tasks``.  lm-eval reads those groups itself once it has plugin
 support (models: EleutherAI/lm-evaluation-harness#4013; tasks: #4015); lm-eval 0.4.13 does
-not.  For such versions a ``.pth`` file calls :func:`install` at interpreter start, which
-adds one import watcher to ``sys.meta_path`` and nothing else (no torch, no lm_eval, no
-pll_harness).  When lm-eval imports ``lm_eval.models`` or ``lm_eval.tasks.manager``, the
-watcher hands it this distribution's own entry points, unless that lm-eval reads them
-itself, in which case it does nothing.
+not.  A ``.pth`` file calls :func:`install` at interpreter start, which adds one import
+watcher to ``sys.meta_path`` and nothing else (no torch, no lm_eval, no pll_harness).  When
+lm-eval imports ``lm_eval.models`` or ``lm_eval.tasks.manager``, the watcher hands it this
+distribution's own entry points, unless that lm-eval reads them itself, in which case it
+does nothing.
 
 One job has no entry-point equivalent in any lm-eval version and is always done: task
 YAMLs may ``include: pll_harness:<template>.yaml`` (lm-eval resolves an include only
