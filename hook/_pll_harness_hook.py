@@ -1,61 +1,109 @@
-"""Make lm-eval find pll_harness's model and tasks without importing either at start-up.
+"""Make lm-eval versions without plugin entry points find pll_harness's model and tasks.
 
-lm-eval 0.4.13 discovers models only through its in-process registry and tasks only
-through the folders handed to ``TaskManager``.  A ``.pth`` file installed beside this
-module calls :func:`install` when the interpreter starts; that adds one import
-watcher to ``sys.meta_path`` and nothing else (no torch, no lm_eval, no pll_harness).
-Only when lm-eval itself imports ``lm_eval.models`` or ``lm_eval.tasks.manager`` do
-we register the lazy ``pll-mlm`` placeholder and our task folder, and let task YAMLs
-include our templates by name.
+pyproject.toml declares ``pll-mlm`` in the ``lm_eval.models`` entry-point group and the
+task package in ``lm_eval.tasks``.  lm-eval reads those groups itself once it has plugin
+support (models: EleutherAI/lm-evaluation-harness#4013; tasks: #4015); lm-eval 0.4.13 does
+not.  A ``.pth`` file calls :func:`install` at interpreter start, which adds one import
+watcher to ``sys.meta_path`` and nothing else (no torch, no lm_eval, no pll_harness).  When
+lm-eval imports ``lm_eval.models`` or ``lm_eval.tasks.manager``, the watcher hands it this
+distribution's own entry points, unless that lm-eval reads them itself, in which case it
+does nothing.
+
+One job has no entry-point equivalent in any lm-eval version and is always done: task
+YAMLs may ``include: pll_harness:<template>.yaml`` (lm-eval resolves an include only
+relative to the including file, so a user's YAML could otherwise reach an installed
+template only by its absolute path).
 """
 
-from __future__ import annotations
-
-import importlib.abc
-import importlib.machinery
 import sys
-from collections.abc import Callable
-from types import ModuleType
 
-MODEL_NAME = "pll-mlm"
-MODEL_TARGET = "pll_harness.lm:PLLMaskedLM"
+# Everything else is imported where it is used, and annotations are strings: this module is
+# imported at every interpreter start, where even `typing` or `importlib.abc` would cost
+# milliseconds.
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Callable
+    from importlib.metadata import EntryPoint
+    from pathlib import Path
+    from types import ModuleType
 
-
-def _register_model(module: ModuleType) -> None:
-    from lm_eval.api.registry import model_registry
-
-    if MODEL_NAME not in model_registry:
-        model_registry.register(MODEL_NAME, target=MODEL_TARGET)
-
-
-def _add_task_folder(module: ModuleType) -> None:
-    task_manager = module.TaskManager
-    if getattr(task_manager, "_pll_harness_patched", False):
-        return
-    original_init = task_manager.__init__
-
-    def __init__(self, *args, include_path=None, **kwargs):
-        from pll_harness.task_paths import extend_include_path
-
-        original_init(self, *args, include_path=extend_include_path(include_path), **kwargs)
-
-    task_manager.__init__ = __init__
-    task_manager._pll_harness_patched = True
-
-
+DISTRIBUTION = "pll-harness"
+MODELS_GROUP = "lm_eval.models"
+TASKS_GROUP = "lm_eval.tasks"
 TEMPLATE_PREFIX = "pll_harness:"
 
 
-def _resolve_template_includes(module: ModuleType) -> None:
-    """Let task YAMLs write ``include: pll_harness:minimal_pair.yaml`` for our templates.
+def entry_points(group: str) -> "list[EntryPoint]":
+    """This distribution's entry points in ``group`` (other packages' are not ours to add)."""
+    from importlib.metadata import distribution
 
-    lm-eval resolves an include relative to the including file, so a user's YAML could
-    only reach an installed template by its absolute path.  ``load_yaml`` calls itself for
-    each include through the module global, so wrapping that global covers every include.
-    """
-    original = module.load_yaml
-    if getattr(original, "_pll_harness_patched", False):
+    return [ep for ep in distribution(DISTRIBUTION).entry_points if ep.group == group]
+
+
+def reads_model_entry_points(registry: "ModuleType") -> bool:
+    """Whether this lm-eval registers ``lm_eval.models`` entry points itself (#4013)."""
+    return hasattr(registry, "load_plugins")
+
+
+def reads_task_entry_points(manager: "ModuleType") -> bool:
+    """Whether this lm-eval scans ``lm_eval.tasks`` entry points itself (#4015)."""
+    return hasattr(manager, "discover_plugin_task_paths")
+
+
+def task_folders() -> "list[Path]":
+    """The folder of each ``lm_eval.tasks`` entry point's package, found as lm-eval finds it."""
+    import importlib.util
+    from pathlib import Path
+
+    folders = []
+    for ep in entry_points(TASKS_GROUP):
+        spec = importlib.util.find_spec(ep.value.partition(":")[0].strip())
+        if spec is not None and spec.submodule_search_locations:
+            folders.append(Path(next(iter(spec.submodule_search_locations))).resolve())
+    return folders
+
+
+def with_task_folders(include_path: "str | Path | list | tuple | None") -> list:
+    """``include_path`` as a list, with each of our task folders appended unless present."""
+    from pathlib import Path
+
+    if include_path is None:
+        paths: list = []
+    elif isinstance(include_path, (list, tuple)):
+        paths = list(include_path)
+    else:
+        paths = [include_path]
+    given = {Path(p).resolve() for p in paths}
+    return paths + [folder for folder in task_folders() if folder not in given]
+
+
+def _register_models(models: "ModuleType") -> None:
+    from lm_eval.api import registry
+
+    if reads_model_entry_points(registry):
         return
+    for ep in entry_points(MODELS_GROUP):
+        if ep.name not in registry.model_registry:
+            # A "module:Class" string, which lm-eval 0.4.13 imports on first use and
+            # upgrades to the class when its @register_model decorator runs.
+            registry.model_registry.register(ep.name, target=ep.value)
+
+
+def _add_task_folders(manager: "ModuleType") -> None:
+    if reads_task_entry_points(manager):
+        return
+    original_init = manager.TaskManager.__init__
+
+    def __init__(self, *args, include_path=None, **kwargs):
+        original_init(self, *args, include_path=with_task_folders(include_path), **kwargs)
+
+    manager.TaskManager.__init__ = __init__
+
+
+def _resolve_template_includes(yaml_loader: "ModuleType") -> None:
+    """``load_yaml`` calls itself for each include through the module global, so wrapping
+    that global covers every include."""
+    original = yaml_loader.load_yaml
 
     def load_yaml(path, *args, **kwargs):
         from pathlib import Path
@@ -67,37 +115,43 @@ def _resolve_template_includes(module: ModuleType) -> None:
             path = TEMPLATE_DIR / name[len(TEMPLATE_PREFIX) :]
         return original(path, *args, **kwargs)
 
-    load_yaml._pll_harness_patched = True
-    module.load_yaml = load_yaml
+    yaml_loader.load_yaml = load_yaml
 
 
-_AFTER_IMPORT: dict[str, Callable[[ModuleType], None]] = {
-    "lm_eval.models": _register_model,
-    "lm_eval.tasks.manager": _add_task_folder,
+_AFTER_IMPORT: "dict[str, Callable[[ModuleType], None]]" = {
+    "lm_eval.models": _register_models,
+    "lm_eval.tasks.manager": _add_task_folders,
     "lm_eval.tasks._yaml_loader": _resolve_template_includes,
 }
 
 
-class _ExecThenCall(importlib.abc.Loader):
-    """Delegate to the real loader, then run our callback on the finished module."""
+class _ExecThenCall:
+    """The real loader, plus our callback on the module it has just executed."""
 
-    def __init__(self, loader: importlib.abc.Loader, callback: Callable[[ModuleType], None]):
+    def __init__(self, loader, callback: "Callable[[ModuleType], None]"):
         self._loader = loader
         self._callback = callback
+
+    def __getattr__(self, name: str):
+        return getattr(self._loader, name)
 
     def create_module(self, spec):
         return self._loader.create_module(spec)
 
-    def exec_module(self, module: ModuleType) -> None:
+    def exec_module(self, module: "ModuleType") -> None:
         self._loader.exec_module(module)
         self._callback(module)
 
 
-class _Watcher(importlib.abc.MetaPathFinder):
+class _Watcher:
+    """A ``sys.meta_path`` finder that answers only for the modules in _AFTER_IMPORT."""
+
     def find_spec(self, fullname, path, target=None):
         callback = _AFTER_IMPORT.get(fullname)
         if callback is None:
             return None
+        import importlib.machinery
+
         spec = importlib.machinery.PathFinder.find_spec(fullname, path)
         if spec is None or spec.loader is None:
             return None
@@ -106,7 +160,7 @@ class _Watcher(importlib.abc.MetaPathFinder):
 
 
 def install() -> None:
-    """Add the watcher once; if lm-eval is already imported, register right away."""
+    """Add the watcher once; modules of lm-eval already imported are handled right away."""
     if any(isinstance(finder, _Watcher) for finder in sys.meta_path):
         return
     sys.meta_path.insert(0, _Watcher())

@@ -16,7 +16,7 @@ import ctypes.util
 import logging
 import platform
 
-logger = logging.getLogger(__name__)
+logger = logging.getLogger(f"lm_eval.{__name__}")
 
 M_MMAP_THRESHOLD = -3
 """mallopt parameter number, from glibc's malloc.h."""

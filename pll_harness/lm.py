@@ -23,6 +23,7 @@ from pll_harness.distributed import (
 )
 from pll_harness.loading import load_masked_lm
 from pll_harness.metrics import DEFAULT_METRIC, check_metric
+from pll_harness.provenance import model_info
 from pll_harness.scorer import PLLScorer, SentenceScore
 
 # A child of lm-eval's logger, so that our messages share its handler and --verbosity.
@@ -134,6 +135,8 @@ class PLLMaskedLM(LM):
             self.scorer.batching = common_batching(self.scorer.batching, self._group)
         self._device = self.scorer.device
         self.token_log = Path(token_log) if token_log else None
+        self._checkpoint = pretrained if isinstance(pretrained, str) else None
+        self._revision = revision
 
     def all_gather(self, tensor: Any) -> Any:
         return tensor if self._group is None else self._group.all_gather(tensor)
@@ -144,6 +147,18 @@ class PLLMaskedLM(LM):
     def barrier(self) -> None:
         if self._group is not None:
             self._group.barrier()
+
+    def get_model_info(self) -> dict[str, Any]:
+        """lm-eval adds this to the results file's ``config``: how the numbers were scored
+        (metric, checkpoint and its commit where known, dtype, package version; see
+        :func:`pll_harness.provenance.model_info`)."""
+        return model_info(
+            self.scorer.model,
+            self.scorer.metric,
+            self.scorer.max_length,
+            checkpoint=self._checkpoint,
+            revision=self._revision,
+        )
 
     @property
     def tokenizer_name(self) -> str:

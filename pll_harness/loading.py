@@ -13,9 +13,10 @@ from typing import Any
 
 import torch
 
+from pll_harness.architectures import max_positions
 from pll_harness.models import DEMO_MODEL_DIR, DEMO_MODEL_NAME
 
-logger = logging.getLogger(__name__)
+logger = logging.getLogger(f"lm_eval.{__name__}")
 
 DTYPES: dict[str, torch.dtype | str] = {
     "auto": "auto",
@@ -23,12 +24,6 @@ DTYPES: dict[str, torch.dtype | str] = {
     "bfloat16": torch.bfloat16,
     "float16": torch.float16,
 }
-
-# Models whose position ids start after the padding index, so max_position_embeddings
-# overstates the usable length by pad_token_id + 1.
-_OFFSET_POSITION_MODELS = frozenset(
-    {"roberta", "xlm-roberta", "camembert", "data2vec-text", "xmod", "longformer"}
-)
 
 
 def resolve_pretrained(name: str) -> str:
@@ -148,11 +143,7 @@ def model_max_length(model: torch.nn.Module, tokenizer: Any) -> int:
     declared = getattr(tokenizer, "model_max_length", None)
     if declared and declared < 1_000_000:
         limits.append(int(declared))
-    config = model.config
-    positions = getattr(config, "max_position_embeddings", None)
+    positions = max_positions(model)
     if positions:
-        offset = 0
-        if getattr(config, "model_type", None) in _OFFSET_POSITION_MODELS:
-            offset = (config.pad_token_id or 0) + 1
-        limits.append(int(positions) - offset)
+        limits.append(positions)
     return min(limits) if limits else 512

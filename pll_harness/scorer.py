@@ -30,7 +30,7 @@ from pll_harness.metrics import DEFAULT_METRIC, get_metric
 from pll_harness.planning import Batching, Work, plan_work
 from pll_harness.runner import PLLRunner, TargetScores
 
-logger = logging.getLogger(__name__)
+logger = logging.getLogger(f"lm_eval.{__name__}")
 
 
 @dataclass(frozen=True)
@@ -310,9 +310,8 @@ def default_batch_tokens(model: torch.nn.Module, device: torch.device) -> int:
 
 
 def _vocab_size(model: torch.nn.Module) -> int:
-    output = model.get_output_embeddings()
-    if output is not None and hasattr(output, "weight"):
-        return int(output.weight.shape[0])
+    """The head's output width, which sizes its chunks.  ``config.vocab_size`` rather than
+    the output embeddings, which for DeBERTa-v3's head are a hidden-by-hidden layer."""
     return int(model.config.vocab_size)
 
 

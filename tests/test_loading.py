@@ -54,8 +54,12 @@ def test_cuda_request_without_cuda_falls_back_to_cpu(caplog):
 
 
 def test_max_length_accounts_for_roberta_position_offset(tiny_bert_dir, tiny_roberta_dir):
+    """Both tiny models take 64 tokens: BERT's table has 64 rows, RoBERTa's 66 of which
+    positions 0 and 1 (padding index 1) are never used."""
     for folder in (tiny_bert_dir, tiny_roberta_dir):
         model = AutoModelForMaskedLM.from_pretrained(folder)
         tokenizer = AutoTokenizer.from_pretrained(folder)
         tokenizer.model_max_length = 10**30
         assert loading.model_max_length(model, tokenizer) == 64
+        tokenizer.model_max_length = 20
+        assert loading.model_max_length(model, tokenizer) == 20

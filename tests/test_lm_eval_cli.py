@@ -1,7 +1,9 @@
-"""End to end through the installed package: the start-up hook and the stock lm_eval CLI.
+"""lm-eval's own entry points (the `lm_eval` CLI, `simple_evaluate`, `TaskManager`) with
+pll_harness installed: ``--model pll-mlm``, the packaged tasks and the template includes
+work with nothing but ``pip install``, and the results file records how it was scored.
 
-These run the real console script in a subprocess, so they prove that ``pip install`` alone
-makes ``--model pll-mlm`` available.
+They run in subprocesses or through lm-eval's public API, whichever way lm-eval finds our
+model and tasks (its entry points or the start-up hook, see test_hook.py).
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ from pathlib import Path
 import pytest
 from lm_eval_runs import BIN, run_checked, write_pair_task
 
+import pll_harness
 from pll_harness.scorer import PLLScorer
 
 PAIRS = [
@@ -27,23 +30,28 @@ def run(args: list[str], cwd: Path) -> subprocess.CompletedProcess:
     return run_checked(args, cwd)
 
 
-def test_startup_hook_loads_nothing_heavy(tmp_path):
-    code = (
-        "import sys; print(sorted(m for m in ('_pll_harness_hook', 'torch', 'lm_eval', "
-        "'pll_harness', 'transformers') if m in sys.modules))"
-    )
-    out = run([sys.executable, "-c", code], tmp_path).stdout.strip()
-    assert out == "['_pll_harness_hook']", (
-        f"{out}: install the package (pip install .) so that its start-up hook is active"
-    )
-
-
 def test_registry_resolves_pll_mlm_and_keeps_lm_evals_models(tmp_path):
     code = (
         "from lm_eval.api.registry import get_model; "
         "print(get_model('pll-mlm').__module__, get_model('hf').__name__)"
     )
     assert run([sys.executable, "-c", code], tmp_path).stdout.split() == ["pll_harness.lm", "HFLM"]
+
+
+def expected_accuracy(scorer: PLLScorer) -> float:
+    """The share of PAIRS whose first sentence the scorer ranks higher: lm-eval's ``acc``
+    for the pair task, which picks the first choice on a tie."""
+    scores = scorer.score([sentence for pair in PAIRS for sentence in pair])
+    wins = [scores[2 * i].logprob >= scores[2 * i + 1].logprob for i in range(len(PAIRS))]
+    return sum(wins) / len(PAIRS)
+
+
+def assert_records_how_it_was_scored(config: dict, checkpoint: str, metric: str) -> None:
+    """PLLMaskedLM.get_model_info() reached the results' ``config``."""
+    assert config["pll_metric"] == metric
+    assert config["model_checkpoint"] == checkpoint
+    assert config["pll_harness_version"] == pll_harness.__version__
+    assert str(config["model_dtype"]) == "torch.float32"
 
 
 @pytest.fixture
@@ -81,14 +89,15 @@ def test_lm_eval_cli_scores_with_pll_mlm(tmp_path, pair_task, tiny_bert_dir, com
         tmp_path,
     )
     (result_file,) = out.rglob("results_*.json")
-    results = json.loads(result_file.read_text())["results"]["pll_unit_pairs"]
+    written = json.loads(result_file.read_text())
+    results = written["results"]["pll_unit_pairs"]
     scorer = PLLScorer.from_pretrained(tiny_bert_dir, pll_metric="word_l2r", device="cpu")
-    scores = scorer.score([sentence for pair in PAIRS for sentence in pair])
-    wins = [scores[2 * i].logprob >= scores[2 * i + 1].logprob for i in range(len(PAIRS))]
-    assert results["acc,none"] == pytest.approx(sum(wins) / len(PAIRS))
+    assert results["acc,none"] == pytest.approx(expected_accuracy(scorer))
+    assert_records_how_it_was_scored(written["config"], tiny_bert_dir, "word_l2r")
     (samples_file,) = out.rglob("samples_pll_unit_pairs_*.jsonl")
     first = json.loads(samples_file.read_text().splitlines()[0])
-    assert float(first["resps"][0][0][0]) == pytest.approx(scores[0].logprob, abs=1e-5)
+    (first_score,) = scorer.score([PAIRS[0][0]])
+    assert float(first["resps"][0][0][0]) == pytest.approx(first_score.logprob, abs=1e-5)
 
 
 @pytest.mark.slow
@@ -102,11 +111,15 @@ def test_simple_evaluate_accepts_a_model_instance(pair_task, tiny_roberta_dir):
     output = lm_eval.simple_evaluate(
         model=model, tasks=["pll_unit_pairs"], task_manager=TaskManager(include_path=str(pair_task))
     )
-    assert 0.0 <= output["results"]["pll_unit_pairs"]["acc,none"] <= 1.0
+    accuracy = output["results"]["pll_unit_pairs"]["acc,none"]
+    assert accuracy == pytest.approx(expected_accuracy(model.scorer))
+    assert_records_how_it_was_scored(output["config"], tiny_roberta_dir, "original")
 
 
 def test_user_task_includes_a_template_by_name(tmp_path):
-    """The README's recipe: a few lines of YAML that include our template by name."""
+    """The README's recipe: a few lines of YAML that include our template by name; and the
+    packaged tasks are listed beside lm-eval's own although only the user's folder is given
+    (one TaskManager, since indexing lm-eval's tasks takes seconds)."""
     (tmp_path / "agreement.csv").write_text(
         "grammatical,ungrammatical\n"
         "The keys to the cabinet are on the table.,The keys to the cabinet is on the table.\n"
@@ -122,9 +135,11 @@ def test_user_task_includes_a_template_by_name(tmp_path):
     )
     code = (
         "from lm_eval.tasks import TaskManager; "
-        f"task = TaskManager(include_path={str(tmp_path)!r}).load(['my_agreement'])"
-        "['tasks']['my_agreement']; docs = list(task.eval_docs); "
-        "print(len(docs), task.doc_to_choice(docs[1])[1])"
+        f"manager = TaskManager(include_path={str(tmp_path)!r}); "
+        "print(*(name in manager.all_tasks for name in ('blimp_pll', 'eventsadapt_pll', "
+        "'hellaswag'))); "
+        "task = manager.load(['my_agreement'])['tasks']['my_agreement']; "
+        "docs = list(task.eval_docs); print(len(docs), task.doc_to_choice(docs[1])[1])"
     )
-    out = run([sys.executable, "-c", code], tmp_path).stdout.strip().splitlines()[-1]
-    assert out == "2 The dogs barks at night."
+    out = run([sys.executable, "-c", code], tmp_path).stdout.strip().splitlines()
+    assert out[-2:] == ["True True True", "2 The dogs barks at night."]

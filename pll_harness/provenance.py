@@ -1,0 +1,74 @@
+"""What a results file records about how its numbers were scored.
+
+lm-eval merges ``LM.get_model_info()`` into the ``config`` of every results JSON, so these
+entries say which checkpoint, weights, dtype, metric and package version produced a number
+without anyone having to parse the ``model_args`` string.  The commit of a hub checkpoint
+is read from the local Hugging Face cache (never from the network): it is known for hub
+names and for folders inside that cache, and None for other local folders.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Any
+
+import torch
+
+import pll_harness
+
+_COMMIT = re.compile(r"[0-9a-f]{40}")
+
+
+def checkpoint_commit(checkpoint: str | None, revision: str | None = None) -> str | None:
+    """The commit hash of ``checkpoint`` at ``revision`` (default ``main``) if the local
+    Hugging Face cache knows it, else None."""
+    if not checkpoint:
+        return None
+    folder = Path(checkpoint)
+    if folder.is_dir():  # a cache snapshot folder is named by its commit
+        folder = folder.resolve()
+        inside_cache = folder.parent.name == "snapshots"
+        return folder.name if inside_cache and _is_commit(folder.name) else None
+    from huggingface_hub import try_to_load_from_cache
+
+    try:
+        cached = try_to_load_from_cache(checkpoint, "config.json", revision=revision)
+    except ValueError:  # not a valid hub name either: nothing to look up
+        return None
+    if not isinstance(cached, str):
+        return None
+    commit = Path(cached).parent.name
+    return commit if _is_commit(commit) else None
+
+
+def _is_commit(name: str) -> bool:
+    return _COMMIT.fullmatch(name) is not None
+
+
+def model_info(
+    model: torch.nn.Module,
+    pll_metric: str,
+    max_length: int,
+    checkpoint: str | None = None,
+    revision: str | None = None,
+) -> dict[str, Any]:
+    """The entries lm-eval adds to a results file's ``config``.
+
+    ``checkpoint`` is the name the model was loaded by (hub name, folder or ``pll-demo``);
+    None means the model was passed in as an object, and its ``name_or_path`` stands in.
+    Key names follow lm-eval's own HF model (``model_dtype``, ``model_revision``,
+    ``model_sha``, ``model_num_parameters``) where they mean the same thing.
+    """
+    name = checkpoint or getattr(model, "name_or_path", None) or None
+    return {
+        "pll_metric": pll_metric,
+        "pll_max_length": max_length,
+        "pll_harness_version": pll_harness.__version__,
+        "model_checkpoint": name,
+        "model_architecture": type(model).__name__,
+        "model_revision": revision,
+        "model_sha": checkpoint_commit(name, revision),
+        "model_dtype": str(getattr(model, "dtype", None) or next(model.parameters()).dtype),
+        "model_num_parameters": sum(p.numel() for p in model.parameters()),
+    }

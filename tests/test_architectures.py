@@ -1,0 +1,144 @@
+"""Every architecture spec is complete and right: for a tiny random model of each (built
+from its transformers config class), the split head reproduces ``model(...).logits``
+(tolerance 1e-5 in float32) and an input of exactly ``max_positions`` tokens runs, one
+more does not wherever a learned position table sets the limit."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+import transformers
+
+from pll_harness.architectures import ARCHITECTURES, max_positions
+from pll_harness.heads import split_masked_lm
+
+VOCAB = 97
+SMALL = {
+    "vocab_size": VOCAB,
+    "hidden_size": 32,
+    "num_hidden_layers": 2,
+    "num_attention_heads": 2,
+    "intermediate_size": 48,
+    "max_position_embeddings": 40,
+}
+FAIRSEQ = {"pad_token_id": 1}
+
+# Each architecture's tiny configs: one per variant whose head or positions differ.
+CONFIGS: dict[str, dict[str, dict]] = {
+    "BertForMaskedLM": {"base": {}},
+    "RobertaForMaskedLM": {"base": FAIRSEQ},
+    "XLMRobertaForMaskedLM": {"base": FAIRSEQ},
+    "CamembertForMaskedLM": {"base": FAIRSEQ},
+    "Data2VecTextForMaskedLM": {"base": FAIRSEQ},
+    "LongformerForMaskedLM": {"base": {**FAIRSEQ, "attention_window": 4}},
+    "DistilBertForMaskedLM": {"base": {"dim": 32, "n_layers": 2, "n_heads": 2, "hidden_dim": 48}},
+    "AlbertForMaskedLM": {"base": {"embedding_size": 16}},
+    "ElectraForMaskedLM": {"base": {"embedding_size": 16}},
+    "DebertaV2ForMaskedLM": {
+        "legacy_head": {},
+        # deberta-v3's layout: relative positions only, and the non-legacy head.
+        "v3": {
+            "legacy": False,
+            "position_biased_input": False,
+            "relative_attention": True,
+            "position_buckets": 8,
+            "pos_att_type": ["p2c", "c2p"],
+            "norm_rel_ebd": "layer_norm",
+            "share_att_key": True,
+        },
+    },
+    "ModernBertForMaskedLM": {
+        "base": {"global_attn_every_n_layers": 1, "local_attention": 8, "pad_token_id": 0}
+    },
+}
+
+CASES = [(arch, variant) for arch, variants in CONFIGS.items() for variant in variants]
+
+
+def tiny_model(architecture: str, variant: str) -> torch.nn.Module:
+    model_class = getattr(transformers, architecture)
+    config = model_class.config_class(**{**SMALL, **CONFIGS[architecture][variant]})
+    torch.manual_seed(0)
+    return model_class(config).eval()
+
+
+def tokens(rows: int, length: int) -> torch.Tensor:
+    """Random ids above every tiny config's special ids (0-2), so no token is padding."""
+    return torch.randint(3, VOCAB, (rows, length))
+
+
+def test_every_architecture_has_a_tiny_config():
+    assert set(CONFIGS) == set(ARCHITECTURES)
+
+
+@pytest.mark.parametrize(("architecture", "variant"), CASES)
+def test_split_head_equals_full_logits(architecture, variant):
+    model = tiny_model(architecture, variant)
+    parts = split_masked_lm(model)
+    assert parts.split
+    torch.manual_seed(1)
+    input_ids = tokens(3, 11)
+    attention = torch.ones_like(input_ids)
+    attention[1, 7:] = 0
+    with torch.no_grad():
+        full = model(input_ids=input_ids, attention_mask=attention).logits
+        hidden = parts.encoder(input_ids, attention)
+        rows = torch.tensor([0, 1, 1, 2])
+        cols = torch.tensor([0, 3, 6, 10])
+        gathered = parts.head(hidden[rows, cols])
+    torch.testing.assert_close(gathered, full[rows, cols], atol=1e-5, rtol=1e-5)
+
+
+def _learned_position_table(model: torch.nn.Module) -> bool:
+    table = getattr(model.base_model.embeddings, "position_embeddings", None)
+    return isinstance(table, torch.nn.Embedding)
+
+
+@pytest.mark.parametrize(("architecture", "variant"), CASES)
+def test_max_positions_is_the_longest_input_the_model_takes(architecture, variant):
+    model = tiny_model(architecture, variant)
+    limit = max_positions(model)
+    assert limit is not None
+    encoder = split_masked_lm(model).encoder
+    with torch.no_grad():
+        input_ids = tokens(1, limit)
+        hidden = encoder(input_ids, torch.ones_like(input_ids))
+        assert hidden.shape[:2] == (1, limit)
+        if _learned_position_table(model):
+            too_long = tokens(1, limit + 1)
+            with pytest.raises((IndexError, RuntimeError)):
+                encoder(too_long, torch.ones_like(too_long))
+
+
+def test_a_model_without_a_spec_uses_its_whole_position_table():
+    class Unlisted(transformers.BertForMaskedLM):
+        pass
+
+    config = transformers.BertConfig(**SMALL)
+    assert max_positions(Unlisted(config)) == SMALL["max_position_embeddings"]
+
+
+@pytest.mark.parametrize(("architecture", "variant"), CASES)
+def test_the_engine_scores_every_architecture_like_the_naive_reference(
+    architecture, variant, tiny_bert_dir
+):
+    """The engine feeds batches of one length without an attention mask; every
+    architecture must give, through it, the scores of one full forward per target
+    (float64 reference, 1e-4 nats per token)."""
+    from reference_pll import float64_model, naive_pll
+    from transformers import AutoTokenizer
+
+    from pll_harness.scorer import PLLScorer
+
+    tokenizer = AutoTokenizer.from_pretrained(tiny_bert_dir)
+    model_class = getattr(transformers, architecture)
+    sizes = {**SMALL, "vocab_size": len(tokenizer), "max_position_embeddings": 64}
+    config = model_class.config_class(**{**sizes, **CONFIGS[architecture][variant]})
+    torch.manual_seed(0)
+    model = model_class(config).eval()
+    sentences = ["The hooligan wrecked the souvenir.", "A cat sat.", "Who should Derek hug?"]
+    scorer = PLLScorer(model, tokenizer, "word_l2r", device="cpu", max_batch_tokens=40)
+    model64 = float64_model(model)
+    for result, sentence in zip(scorer.score(sentences), sentences, strict=True):
+        expected = naive_pll(model64, tokenizer, "", sentence, "word_l2r")
+        assert result.token_logprobs == pytest.approx(expected, abs=1e-4)

@@ -1,0 +1,71 @@
+"""What results files record: PLLMaskedLM.get_model_info() and the checkpoint commit read
+from the local Hugging Face cache (tests/test_lm_eval_cli.py checks that it reaches an
+lm-eval results JSON)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import huggingface_hub.constants
+import pytest
+from transformers import AutoModelForMaskedLM
+
+import pll_harness
+from pll_harness import PLLMaskedLM
+from pll_harness.provenance import checkpoint_commit, model_info
+
+MAIN = "0123456789abcdef0123456789abcdef01234567"
+OLDER = "fedcba9876543210fedcba9876543210fedcba98"
+
+
+@pytest.fixture
+def hub_cache(tmp_path, monkeypatch) -> Path:
+    """A Hugging Face cache holding two commits of ``org/tiny``, ``main`` at the newer."""
+    repo = tmp_path / "models--org--tiny"
+    for commit in (MAIN, OLDER):
+        (repo / "snapshots" / commit).mkdir(parents=True)
+        (repo / "snapshots" / commit / "config.json").write_text("{}")
+    (repo / "refs").mkdir()
+    (repo / "refs" / "main").write_text(MAIN)
+    monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_CACHE", str(tmp_path))
+    return repo
+
+
+def test_commit_of_a_cached_hub_checkpoint(hub_cache):
+    assert checkpoint_commit("org/tiny") == MAIN
+    assert checkpoint_commit("org/tiny", "main") == MAIN
+    assert checkpoint_commit("org/tiny", OLDER) == OLDER
+    assert checkpoint_commit("org/tiny", "no-such-branch") is None
+    assert checkpoint_commit("org/other") is None
+
+
+def test_commit_of_a_cache_snapshot_folder_and_of_other_folders(hub_cache, tmp_path):
+    assert checkpoint_commit(str(hub_cache / "snapshots" / OLDER)) == OLDER
+    assert checkpoint_commit(str(tmp_path)) is None
+    assert checkpoint_commit(None) is None
+
+
+def test_model_info_of_a_model_object(tiny_roberta_dir):
+    model = AutoModelForMaskedLM.from_pretrained(tiny_roberta_dir)
+    info = model_info(model, "original", 64)
+    assert info["model_checkpoint"] == tiny_roberta_dir  # its name_or_path
+    assert info["model_architecture"] == "RobertaForMaskedLM"
+    assert info["model_sha"] is None
+
+
+def test_get_model_info(tiny_bert_dir):
+    lm = PLLMaskedLM(
+        pretrained=tiny_bert_dir, device="cpu", pll_metric="whole_word", dtype="bfloat16"
+    )
+    model = lm.scorer.model
+    assert lm.get_model_info() == {
+        "pll_metric": "whole_word",
+        "pll_max_length": 64,
+        "pll_harness_version": pll_harness.__version__,
+        "model_checkpoint": tiny_bert_dir,
+        "model_architecture": "BertForMaskedLM",
+        "model_revision": None,
+        "model_sha": None,
+        "model_dtype": "torch.bfloat16",
+        "model_num_parameters": sum(p.numel() for p in model.parameters()),
+    }
