@@ -33,7 +33,8 @@ class Metric:
     ``plan`` maps ``(words [k, length], targets [k])`` to the hidden positions
     (see :mod:`pll_harness.masking`); ``word_level`` metrics need word boundaries, which only
     fast tokenizers give; ``hidden`` says in words what is masked when token t is scored,
-    for tables; ``label`` is the paper's name, used in plots and tables.
+    for tables; ``label`` is the paper's name, used in plots and tables; ``source`` is the
+    short form of ``citation``.
     """
 
     name: str
@@ -42,6 +43,7 @@ class Metric:
     hidden: str
     label: str
     colour: str
+    source: str
     citation: str
 
 
@@ -55,6 +57,7 @@ METRICS: dict[str, Metric] = {
             hidden="t only",
             label="PLL-original",
             colour="#9e9e9e",
+            source="Salazar et al. 2020",
             citation=SALAZAR_2020,
         ),
         Metric(
@@ -64,6 +67,7 @@ METRICS: dict[str, Metric] = {
             hidden="t and the later tokens of t's word",
             label="PLL-word-l2r",
             colour="#7b3294",
+            source="Kauf & Ivanova 2023",
             citation=KAUF_IVANOVA_2023,
         ),
         Metric(
@@ -73,16 +77,21 @@ METRICS: dict[str, Metric] = {
             hidden="every token of t's word",
             label="PLL-whole-word",
             colour="#41ab5d",
+            source="Kauf & Ivanova 2023",
             citation=KAUF_IVANOVA_2023,
         ),
         Metric(
             name="sentence_l2r",
             plan=masking.mask_sentence_to_right,
             word_level=False,
-            hidden="t and every later position, the closing special token included",
+            hidden=(
+                "t and every later position, the closing special token included (as in the "
+                "paper's reference code)"
+            ),
             label="PLL-sentence-l2r",
             colour="#e08214",
-            citation=KAUF_IVANOVA_2023 + " (appendix G, PLL-global-l2r in its code)",
+            source="Kauf & Ivanova 2023, appendix G",
+            citation=KAUF_IVANOVA_2023,
         ),
     )
 }

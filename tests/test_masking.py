@@ -141,3 +141,21 @@ def test_context_split_inside_a_word_on_real_tokenizers(tokenizer):
     assert real_plan(tokenizer, context, continuation, "whole_word")[0] == {11, 12, 13}
     assert real_plan(tokenizer, context, continuation, "word_l2r")[1] == {12, 13}
     assert real_plan(tokenizer, context, continuation, "sentence_l2r")[0] == {11, 12, 13, 14, 15}
+
+
+def test_the_readme_metric_table_is_the_registry():
+    """The README's table of metrics says what the registry holds, row for row."""
+    from conftest import REPO_ROOT
+
+    from pll_harness.metrics import DEFAULT_METRIC
+
+    readme = (REPO_ROOT / "README.md").read_text()
+    rows = [
+        f"| `{m.name}`{' (default)' if m.name == DEFAULT_METRIC else ''} | {m.hidden} | "
+        f"{m.label} | {m.source} |"
+        for m in METRICS.values()
+    ]
+    header = "| metric | masked when scoring token t | the paper's name | source |"
+    start = readme.index(header)
+    table = readme[start:].split("\n\n")[0].splitlines()[2:]
+    assert table == rows
