@@ -1,36 +1,60 @@
 #!/usr/bin/env python3
 """Build the training corpus of the embedded demo model (``pll_harness/models/pll-demo``).
 
-The corpus is made only of openly licensed English text that installs from Debian's package
-archive. The script downloads the packages with ``apt-get download`` (no installation, no root
-needed beyond a current ``apt-get update``), unpacks them with ``dpkg-deb -x`` into a work
-folder, extracts prose, cleans it, splits it into sentences, deduplicates and writes one
-sentence per line, grouped into documents separated by blank lines.
+The corpus is made only of openly licensed English text from two kinds of source, each
+pinned so that a rebuild gives the same file:
 
-Sources (Debian bookworm; versions are printed and written to ``sources.json``):
+* Debian packages, downloaded with ``apt-get download`` (no installation, no root needed
+  beyond a current ``apt-get update``) and unpacked with ``dpkg-deb -x`` into ``--work``;
+  versions are printed and written to ``<out>.sources.json``:
 
-* ``wordnet-base`` - WordNet 3.0 glosses, usage examples and verb example sentences
-  (WordNet 3.0 licence, permissive, redistribution allowed with the notice).
-* ``python3.11-doc`` - prose paragraphs of the Python documentation (PSF licence 2).
-* ``dict-jargon`` - The Jargon File 4.4.7 (public domain).
-* ``bible-kjv-text`` + ``bible-kjv`` - the King James Version, 1611 (public domain; the
-  ``bible`` program of ``bible-kjv`` decodes the data file and is only run, not used as text).
-* ``fortunes-min`` - the small BSD fortune files (BSD licence).
+  - ``wordnet-base``: WordNet 3.0 glosses, usage examples and verb example sentences
+    (WordNet 3.0 licence, permissive, redistribution allowed with the notice);
+  - ``python3.11-doc``: prose paragraphs of the Python documentation (PSF licence 2);
+  - ``dict-jargon``: The Jargon File 4.4.7 (public domain);
+  - ``bible-kjv-text`` + ``bible-kjv``: the King James Version, 1611 (public domain; the
+    ``bible`` program of ``bible-kjv`` decodes the data file and is only run, not used as text);
+  - ``fortunes-min``: the small BSD fortune files (BSD licence).
 
-Nothing from BLiMP, EventsAdapt or any other evaluation set is used.
+* ``gutenberg``: Project Gutenberg eBooks (public domain in the United States) as collected in
+  the GitHub repository rcdm-uga/Gutenberg_Text at a pinned commit, read with ``git`` from a
+  clone given by ``--gutenberg`` (``git clone https://github.com/rcdm-uga/Gutenberg_Text``,
+  about 1.2 GB). Only English-language books of the authors in ``GUTENBERG_AUTHORS`` (writers
+  in English who died before 1955, so that their works are in the public domain in life+70
+  countries too, and no translations) are used, taken round-robin across authors until
+  ``--gutenberg-words`` words are kept. The Project Gutenberg header, footer and licence are
+  removed, as Project Gutenberg's licence asks of texts used without its trademark.
+
+``--sources`` picks the sources: ``v1`` is the corpus of the shipped weights (the Debian
+packages, 2.6 M words); ``v2`` (the default) is the corpus planned for the next training:
+everyday English (19th- and early 20th-century fiction, WordNet's usage examples, fortunes),
+without the technical (Python documentation, Jargon File) and archaic (King James Version)
+text of ``v1``, which BLiMP's everyday sentences do not resemble.
+
+Every sentence is checked against the evaluation sets (BLiMP and EventsAdapt as packaged in
+``pll_harness/tasks/data``; CrowS-Pairs, CLAMS and Zorro from clones of their repositories at
+pinned commits, ``--crows-pairs``, ``--clams``, ``--zorro``): a corpus sentence whose
+normalised text (lowercased, punctuation dropped) equals an evaluation sentence is dropped,
+and the counts are printed and written to ``<out>.sources.json``.
+
+Output: one sentence per line, grouped into documents separated by blank lines (a ``# source``
+line opens each), documents shuffled with ``--seed``.
 
 Usage::
 
-    python scripts/build_demo_corpus.py --work /work/demo-train/corpus-src \\
-        --out /work/demo-train/corpus.txt
+    python scripts/build_demo_corpus.py --work .demo-train/corpus-src \\
+        --out .demo-train/corpus.txt --gutenberg PATH/Gutenberg_Text \\
+        --crows-pairs PATH/crows-pairs --clams PATH/clams --zorro PATH/Zorro
 """
 
 from __future__ import annotations
 
 import argparse
+import csv
 import gzip
 import hashlib
 import html
+import io
 import json
 import os
 import random
@@ -38,8 +62,12 @@ import re
 import subprocess
 import sys
 import unicodedata
+from collections.abc import Iterable
 from html.parser import HTMLParser
 from pathlib import Path
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+PACKAGED_DATA = REPO_ROOT / "pll_harness" / "tasks" / "data"
 
 PACKAGES = [
     "wordnet-base",
@@ -56,18 +84,81 @@ LICENCES = {
     "dict-jargon": "public domain (The Jargon File)",
     "bible-kjv-text": "public domain (King James Version text, 1611)",
     "fortunes-min": "BSD licence (fortune-mod data files)",
+    "gutenberg": "public domain in the United States (Project Gutenberg eBooks; authors died "
+    "before 1955); Project Gutenberg header, footer and licence removed",
+}
+
+SOURCE_SETS = {
+    "v1": ["wordnet-base", "python3.11-doc", "dict-jargon", "bible-kjv-text", "fortunes-min"],
+    "v2": ["wordnet-base", "fortunes-min", "gutenberg"],
+}
+
+# A public GitHub repository read at a pinned commit: where to clone it and what it is.
+GUTENBERG_REPO = ("rcdm-uga/Gutenberg_Text", "a0b16d35a9851168ce9ac649851c17b7ab08d48e")
+
+# Folder of the Gutenberg_Text repository -> the author's year of death. English-language
+# writers of fiction, children's books and essays only; translations, illustrators' folders
+# and authors who died in 1955 or later are left out.
+GUTENBERG_AUTHORS = {
+    "Alcott, Louisa May": 1888,
+    "Alger, Horatio, Jr.": 1899,
+    "Austen, Jane": 1817,
+    "Barrie, J. M. (James Matthew)": 1937,
+    "Baum, L. Frank (Lyman Frank)": 1919,
+    "Blackwood, Algernon": 1951,
+    "Brontë, Charlotte": 1855,
+    "Burnett, Frances Hodgson": 1924,
+    "Burroughs, Edgar Rice": 1950,
+    "Carroll, Lewis": 1898,
+    "Chesterton, G. K. (Gilbert Keith)": 1936,
+    "Collins, Wilkie": 1889,
+    "Conrad, Joseph": 1924,
+    "Dickens, Charles": 1870,
+    "Doyle, Arthur Conan": 1930,
+    "Goldfrap, John Henry": 1917,
+    "Hardy, Thomas": 1928,
+    "Hawthorne, Nathaniel": 1864,
+    "Henty, G. A. (George Alfred)": 1902,
+    "Irving, Washington": 1859,
+    "James, Henry": 1916,
+    "Joyce, James": 1941,
+    "Kipling, Rudyard": 1936,
+    "Lang, Andrew": 1912,
+    "London, Jack": 1916,
+    "Melville, Herman": 1891,
+    "Montgomery, L. M. (Lucy Maud)": 1942,
+    "Nesbit, E. (Edith)": 1924,
+    "Poe, Edgar Allan": 1849,
+    "Potter, Beatrix": 1943,
+    "Shelley, Mary Wollstonecraft": 1851,
+    "Stevenson, Robert Louis": 1894,
+    "Stoker, Bram": 1912,
+    "Thoreau, Henry David": 1862,
+    "Trollope, Anthony": 1882,
+    "Twain, Mark": 1910,
+    "Wells, H. G. (Herbert George)": 1946,
+    "Wharton, Edith": 1937,
+    "Wilde, Oscar": 1900,
+}
+
+# Evaluation sets kept out of the corpus: (repository, pinned commit) for those read from a
+# clone; BLiMP and EventsAdapt are read from the package.
+EVAL_REPOS = {
+    "crows_pairs": ("nyu-mll/crows-pairs", "8aaac11c485473159ec9328a65253a5be9a479dc"),
+    "clams": ("aaronmueller/clams", "36b5c9a56ecc51d3eedb6c1a85b805085d631c71"),
+    "zorro": ("phueb/Zorro", "687ba433e91a3815e8204a8fc0cf0577303b1660"),
 }
 
 # --------------------------------------------------------------------------------------------
 # Fetching
 
 
-def fetch_packages(work: Path) -> dict[str, str]:
+def fetch_packages(work: Path, packages: Iterable[str]) -> dict[str, str]:
     """Download and unpack the Debian packages; return ``{package: version}``."""
     debs = work / "debs"
     debs.mkdir(parents=True, exist_ok=True)
     versions = {}
-    for pkg in PACKAGES:
+    for pkg in packages:
         have = sorted(debs.glob(f"{pkg}_*.deb"))
         if not have:
             subprocess.run(["apt-get", "download", pkg], cwd=debs, check=True)
@@ -82,6 +173,52 @@ def fetch_packages(work: Path) -> dict[str, str]:
             dest.mkdir(parents=True)
             subprocess.run(["dpkg-deb", "-x", str(deb), str(dest)], check=True)
     return versions
+
+
+class PinnedRepo:
+    """Files of a git repository (a clone or a bare copy) at one pinned commit."""
+
+    def __init__(self, path: Path | None, repo: str, commit: str, option: str) -> None:
+        if path is None:
+            raise SystemExit(
+                f"{option} is needed: the path of a clone of https://github.com/{repo} "
+                f"(commit {commit})."
+            )
+        self.path, self.repo, self.commit = path, repo, commit
+        probe = subprocess.run(
+            ["git", "-C", str(path), "cat-file", "-e", f"{commit}^{{commit}}"],
+            capture_output=True,
+        )
+        if probe.returncode != 0:
+            raise SystemExit(
+                f"{path} has no commit {commit} of {repo}: clone "
+                f"https://github.com/{repo} (or fetch that commit) and pass the clone's path."
+            )
+
+    def files(self, folder: str) -> list[tuple[str, str]]:
+        """``(path, blob id)`` of the files under ``folder``, sorted by path."""
+        out = subprocess.run(
+            ["git", "-C", str(self.path), "ls-tree", "-r", "-z", self.commit, "--", folder],
+            capture_output=True,
+            check=True,
+        ).stdout.decode("utf-8")
+        rows = []
+        for entry in out.split("\0"):
+            if entry:
+                meta, name = entry.split("\t", 1)
+                rows.append((name, meta.split()[2]))
+        return sorted(rows)
+
+    def read(self, blob: str, name: str) -> str:
+        got = subprocess.run(
+            ["git", "-C", str(self.path), "cat-file", "blob", blob], capture_output=True
+        )
+        if got.returncode != 0:
+            raise SystemExit(
+                f"{self.path} lacks the content of {name!r} ({self.repo} at {self.commit}): "
+                "the copy is incomplete (large files left out?); use a full clone."
+            )
+        return got.stdout.decode("utf-8", errors="replace")
 
 
 # --------------------------------------------------------------------------------------------
@@ -319,47 +456,217 @@ def fortune_docs(root: Path):
 
 
 # --------------------------------------------------------------------------------------------
+# Project Gutenberg
+
+
+_PG_START = re.compile(r"^\*\*\* ?START OF (?:THIS|THE) PROJECT GUTENBERG[^\n]*$", re.M | re.I)
+_PG_END = re.compile(
+    r"^(?:\*\*\* ?END OF (?:THIS|THE) PROJECT GUTENBERG|End of (?:the |this )?Project Gutenberg)",
+    re.M | re.I,
+)
+_PG_NUMBER = re.compile(r"\[E(?:Book|text) #(\d+)\]", re.I)
+_PG_LANGUAGE = re.compile(r"^Language: *(\S[^\n]*?) *$", re.M)
+_PG_CREDITS = re.compile(
+    r"^(?:Produced by|E-text prepared by|Transcriber'?s? note|This eBook was produced"
+    r"|\[Illustration)",
+    re.I,
+)
+_PG_INSERTS = re.compile(r"\[(?:Illustration|Footnote|Sidenote|Transcriber)[^\]]*\]", re.I)
+
+
+def gutenberg_book(text: str) -> tuple[str | None, str | None, list[str]]:
+    """Split an eBook file into (eBook number, language, paragraphs of its body).
+
+    The body lies between the ``*** START OF ... PROJECT GUTENBERG ...`` and ``*** END OF ...``
+    (or ``End of the Project Gutenberg ...``) lines; a file without a start line gives no
+    paragraphs, since its licence text could not be told from the book.
+    """
+    text = text.replace("\r\n", "\n").replace("\r", "\n")
+    start = _PG_START.search(text)
+    if start is None:
+        return None, None, []
+    head, body = text[: start.start()], text[start.end() :]
+    end = _PG_END.search(body)
+    if end is not None:
+        body = body[: end.start()]
+    number = _PG_NUMBER.search(head)
+    language = _PG_LANGUAGE.search(head)
+    paragraphs = []
+    for block in re.split(r"\n[ \t]*\n", body):
+        block = _PG_INSERTS.sub("", block).replace("_", "").strip()
+        if block and not _PG_CREDITS.match(block):
+            paragraphs.append(" ".join(block.split()))
+    return (
+        number.group(1) if number else None,
+        language.group(1) if language else None,
+        paragraphs,
+    )
+
+
+def gutenberg_order(repo: PinnedRepo) -> list[tuple[str, str]]:
+    """The books of ``GUTENBERG_AUTHORS``, round-robin across authors (sorted by name)."""
+    per_author = []
+    for author in sorted(GUTENBERG_AUTHORS):
+        books = [(p, b) for p, b in repo.files(author + "/") if p.endswith(".txt")]
+        if not books:
+            raise SystemExit(f"no books of {author!r} in {repo.path} at {repo.commit}")
+        per_author.append(books)
+    order = []
+    for r in range(max(len(books) for books in per_author)):
+        order += [books[r] for books in per_author if r < len(books)]
+    return order
+
+
+def gutenberg_docs(repo: PinnedRepo, books: list[dict], doc_sentences: int = 100):
+    """Documents of at most ``doc_sentences`` consecutive sentences of each English book;
+    every book read is appended to ``books`` (its path, eBook number and what was done)."""
+    for path, blob in gutenberg_order(repo):
+        number, language, paragraphs = gutenberg_book(repo.read(blob, path))
+        record = {"path": path, "ebook": number, "language": language}
+        books.append(record)
+        if not paragraphs or (language or "").lower() != "english":
+            record["skipped"] = "no Project Gutenberg start line" if not paragraphs else "language"
+            continue
+        doc: list[str] = []
+        for para in paragraphs:
+            doc.extend(split_sentences(para))
+            if len(doc) >= doc_sentences:
+                yield doc
+                doc = []
+        if doc:
+            yield doc
+
+
+# --------------------------------------------------------------------------------------------
+# Evaluation sets
+
+
+def sentence_key(s: str) -> str:
+    """Lowercased words of a sentence without punctuation: equal keys = the same sentence."""
+    return re.sub(r"\W+", " ", normalise(s).lower()).strip()
+
+
+def eval_sentences(args) -> tuple[dict[str, set[str]], dict[str, str]]:
+    """Normalised keys of every sentence of each evaluation set, and where each set came from."""
+    sets: dict[str, set[str]] = {}
+    origin: dict[str, str] = {}
+    for name in ("blimp", "eventsadapt"):
+        keys = set()
+        for path in sorted((PACKAGED_DATA / name).glob("*.jsonl.gz")):
+            with gzip.open(path, "rt", encoding="utf-8") as rows:
+                for row in rows:
+                    record = json.loads(row)
+                    keys.update(sentence_key(record[k]) for k in ("sentence_good", "sentence_bad"))
+        if not keys:
+            raise SystemExit(f"no {name} data in {PACKAGED_DATA / name}")
+        sets[name] = keys
+        origin[name] = f"pll_harness/tasks/data/{name} (packaged)"
+
+    crows = PinnedRepo(args.crows_pairs, *EVAL_REPOS["crows_pairs"], "--crows-pairs")
+    [(path, blob)] = crows.files("data/crows_pairs_anonymized.csv")
+    rows = csv.DictReader(io.StringIO(crows.read(blob, path)))
+    sets["crows_pairs"] = {sentence_key(r[k]) for r in rows for k in ("sent_more", "sent_less")}
+
+    clams = PinnedRepo(args.clams, *EVAL_REPOS["clams"], "--clams")
+    sets["clams"] = {
+        sentence_key(line.split("\t", 1)[1])
+        for path, blob in clams.files("en_evalset/")
+        for line in clams.read(blob, path).splitlines()
+        if "\t" in line
+    }
+
+    zorro = PinnedRepo(args.zorro, *EVAL_REPOS["zorro"], "--zorro")
+    sets["zorro"] = {
+        sentence_key(line)
+        for path, blob in zorro.files("sentences/babyberta/")
+        for line in zorro.read(blob, path).splitlines()
+    }
+    for name, (repo, commit) in EVAL_REPOS.items():
+        origin[name] = f"github.com/{repo} at {commit}"
+    for keys in sets.values():
+        keys.discard("")
+    return sets, origin
+
+
+# --------------------------------------------------------------------------------------------
+
+
+def resolve_sources(spec: str) -> list[str]:
+    names = SOURCE_SETS.get(spec, spec.split(","))
+    unknown = [n for n in names if n not in LICENCES]
+    if unknown:
+        raise SystemExit(
+            f"unknown source(s) {unknown}: use v1, v2 or a comma list of {sorted(LICENCES)}"
+        )
+    return names
 
 
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--work", type=Path, default=Path("/work/demo-train/corpus-src"))
-    ap.add_argument("--out", type=Path, default=Path("/work/demo-train/corpus.txt"))
+    ap.add_argument("--work", type=Path, default=REPO_ROOT / ".demo-train" / "corpus-src")
+    ap.add_argument("--out", type=Path, default=REPO_ROOT / ".demo-train" / "corpus.txt")
+    ap.add_argument("--sources", default="v2", help="v1, v2 or a comma list of sources")
+    ap.add_argument("--gutenberg", type=Path, help="clone of github.com/" + GUTENBERG_REPO[0])
+    ap.add_argument("--gutenberg-words", type=int, default=24_000_000)
+    ap.add_argument("--crows-pairs", type=Path, help="clone of github.com/nyu-mll/crows-pairs")
+    ap.add_argument("--clams", type=Path, help="clone of github.com/aaronmueller/clams")
+    ap.add_argument("--zorro", type=Path, help="clone of github.com/phueb/Zorro")
     ap.add_argument("--seed", type=int, default=0)
     args = ap.parse_args(argv)
 
-    versions = fetch_packages(args.work)
+    names = resolve_sources(args.sources)
+    evals, eval_origin = eval_sentences(args)
+    packages = [
+        n for n in PACKAGES if n in names or (n == "bible-kjv" and "bible-kjv-text" in names)
+    ]
+    versions = fetch_packages(args.work, packages)
     x = args.work / "x"
-    sources = {
-        "wordnet-base": wordnet_docs(x / "wordnet-base"),
-        "python3.11-doc": python_doc_docs(x / "python3.11-doc"),
-        "dict-jargon": jargon_docs(x / "dict-jargon"),
-        "bible-kjv-text": kjv_docs(x / "bible-kjv-text", x / "bible-kjv"),
-        "fortunes-min": fortune_docs(x / "fortunes-min"),
+    books: list[dict] = []
+    extractors = {
+        "wordnet-base": lambda: wordnet_docs(x / "wordnet-base"),
+        "python3.11-doc": lambda: python_doc_docs(x / "python3.11-doc"),
+        "dict-jargon": lambda: jargon_docs(x / "dict-jargon"),
+        "bible-kjv-text": lambda: kjv_docs(x / "bible-kjv-text", x / "bible-kjv"),
+        "fortunes-min": lambda: fortune_docs(x / "fortunes-min"),
+        "gutenberg": lambda: gutenberg_docs(
+            PinnedRepo(args.gutenberg, *GUTENBERG_REPO, "--gutenberg"), books
+        ),
     }
+    if "gutenberg" in names:
+        versions["gutenberg"] = f"github.com/{GUTENBERG_REPO[0]} at {GUTENBERG_REPO[1]}"
+
     seen: set[bytes] = set()
-    stats = {}
+    stats: dict = {}
+    overlap = {e: {"sentences": len(k), "dropped": {}, "examples": []} for e, k in evals.items()}
     docs: list[tuple[str, list[str]]] = []
-    for name, gen in sources.items():
+    for name in names:
         n_sent = n_words = n_dup = 0
-        for doc in gen:
+        for doc in extractors[name]():
             kept = []
             for s in doc:
                 s = normalise(html.unescape(s))
                 if not good_sentence(s):
                     continue
-                key = hashlib.blake2b(
-                    re.sub(r"\W+", " ", s.lower()).strip().encode(), digest_size=12
-                ).digest()
-                if key in seen:
+                key = sentence_key(s)
+                hits = [e for e, keys in evals.items() if key in keys]
+                for e in hits:
+                    overlap[e]["dropped"][name] = overlap[e]["dropped"].get(name, 0) + 1
+                    if len(overlap[e]["examples"]) < 20:
+                        overlap[e]["examples"].append(s)
+                if hits:
+                    continue
+                digest = hashlib.blake2b(key.encode(), digest_size=12).digest()
+                if digest in seen:
                     n_dup += 1
                     continue
-                seen.add(key)
+                seen.add(digest)
                 kept.append(s)
                 n_words += len(s.split())
             if kept:
                 n_sent += len(kept)
                 docs.append((name, kept))
+            if name == "gutenberg" and n_words >= args.gutenberg_words:
+                break
         stats[name] = {
             "version": versions[name],
             "licence": LICENCES[name],
@@ -367,24 +674,36 @@ def main(argv=None) -> int:
             "words": n_words,
             "duplicates_dropped": n_dup,
         }
-        print(f"{name:16s} {versions[name]:22s} {n_sent:9,d} sentences {n_words:11,d} words")
-    stats["bible-kjv"] = {"version": versions["bible-kjv"], "role": "decoder program only"}
+        print(f"{name:16s} {n_sent:9,d} sentences {n_words:11,d} words  {versions[name]}")
+    if "bible-kjv-text" in names:
+        stats["bible-kjv"] = {"version": versions["bible-kjv"], "role": "decoder program only"}
+    if books:
+        stats["gutenberg"]["books"] = books
+        used = [b for b in books if "skipped" not in b]
+        print(f"gutenberg: {len(used)} books used ({len(books) - len(used)} skipped)")
+    for e, o in overlap.items():
+        print(f"overlap with {e:12s} ({o['sentences']:7,d} sentences): {o['dropped'] or 'none'}")
 
     # Shuffle documents (not sentences inside them) reproducibly.
     random.Random(args.seed).shuffle(docs)
     args.out.parent.mkdir(parents=True, exist_ok=True)
-    with open(args.out, "w", encoding="utf-8") as f:
+    tmp = args.out.with_suffix(".tmp")
+    with open(tmp, "w", encoding="utf-8") as f:
         for name, doc in docs:
             f.write(f"# {name}\n")
             f.write("\n".join(doc))
             f.write("\n\n")
+    os.replace(tmp, args.out)
     total_s = sum(v.get("sentences", 0) for v in stats.values())
     total_w = sum(v.get("words", 0) for v in stats.values())
     stats["total"] = {"sentences": total_s, "words": total_w, "documents": len(docs)}
+    for e in overlap:
+        overlap[e]["source"] = eval_origin[e]
+    stats["eval_overlap"] = overlap
     with open(args.out.with_suffix(".sources.json"), "w") as f:
-        json.dump(stats, f, indent=2)
+        json.dump(stats, f, indent=2, ensure_ascii=False)
     size = os.path.getsize(args.out)
-    print(f"{'total':16s} {'':22s} {total_s:9,d} sentences {total_w:11,d} words")
+    print(f"{'total':16s} {total_s:9,d} sentences {total_w:11,d} words")
     print(f"wrote {args.out} ({size / 1e6:.1f} MB, {len(docs):,d} documents)")
     return 0
 
