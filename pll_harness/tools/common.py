@@ -103,6 +103,7 @@ class MLMScorers:
             trust_remote_code=trust_remote_code,
         )
         self.tokenizer = loaded.tokenizer
+        self.device = loaded.device
         self.metrics = list(metrics)
         self.scorers = {
             metric: PLLScorer(
@@ -180,18 +181,24 @@ class CausalScorer:
         import torch
         from transformers import AutoModelForCausalLM, AutoTokenizer
 
-        from pll_harness.loading import resolve_device
+        from pll_harness.loading import (
+            CAUSAL_LM_HINT,
+            check_model_source,
+            explained_load_errors,
+            resolve_device,
+        )
 
         self.name = model
         self.device = resolve_device(device)
-        self.tokenizer = AutoTokenizer.from_pretrained(model, trust_remote_code=trust_remote_code)
-        self.model = (
-            AutoModelForCausalLM.from_pretrained(
+        check_model_source(model, "--causal", CAUSAL_LM_HINT)
+        with explained_load_errors(model, CAUSAL_LM_HINT):
+            self.tokenizer = AutoTokenizer.from_pretrained(
+                model, trust_remote_code=trust_remote_code
+            )
+            loaded = AutoModelForCausalLM.from_pretrained(
                 model, trust_remote_code=trust_remote_code, dtype=torch.float32
             )
-            .to(self.device)
-            .eval()
-        )
+        self.model = loaded.to(self.device).eval()
         tok = self.tokenizer
         self.bos = tok.bos_token_id if tok.bos_token_id is not None else tok.eos_token_id
         if self.bos is None:
