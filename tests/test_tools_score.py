@@ -24,6 +24,7 @@ from pll_harness.tools.common import (
     read_sentences,
     resolve_model_name,
 )
+from pll_harness.tools.resumable import csv_text
 from pll_harness.tools.score import score_file
 
 SENTENCES = [
@@ -288,3 +289,210 @@ def test_causal_scores_long_texts_in_windows(tiny_gpt2):
         logprobs = scorer.model(torch.tensor([head])).logits[0, :-1].log_softmax(-1)
     expected = logprobs.gather(1, torch.tensor(head[1:])[:, None])[:, 0].tolist()
     assert list(long.token_logprobs[:32]) == pytest.approx(expected[:32], abs=1e-4)
+
+
+# --------------------------------------------------------------------------- arguments
+
+
+@pytest.mark.parametrize("option", ["--chunk-size", "--max-batch-tokens"])
+@pytest.mark.parametrize("value", ["0", "-3", "many"])
+def test_cli_sizes_must_be_positive(option, value, capsys):
+    with pytest.raises(SystemExit) as stopped:
+        main(["score", "-m", "some-model", "-", option, value])
+    assert stopped.value.code == 2
+    assert f"argument {option}" in capsys.readouterr().err
+
+
+def test_chunk_size_must_be_positive(tiny_bert_dir, bert_scorers):
+    with pytest.raises(ValueError, match="chunk_size=0 is not valid"):
+        score_file(_sentences(), tiny_bert_dir, None, scorers=bert_scorers, chunk_size=0)
+
+
+# --------------------------------------------------------------------------- resuming
+
+
+def test_resume_after_a_cut_inside_a_text_with_newlines(tmp_path, tiny_bert_dir, bert_scorers):
+    """CSV texts may hold newlines (quoted); a run killed inside such a row leaves a part
+    of it that must be recognised as this tool's own cut row, not as another input."""
+    data = tmp_path / "in.csv"
+    texts = ["Stephen\nKing wrote it.", 'She said "no,\nnever".', "A cat sat on the mat."]
+    data.write_text(csv_text(["sentence"], [{"sentence": t} for t in texts], header=True))
+    sentences = read_sentences(str(data))
+    assert [s.text for s in sentences] == texts
+    out, reference = tmp_path / "scores.csv", tmp_path / "reference.csv"
+    score_file(sentences, tiny_bert_dir, reference, scorers=bert_scorers, progress=False)
+    whole = reference.read_bytes()
+    for cut in (whole.index(b"Stephen\n") + 8, whole.index(b"never") - 2):
+        out.write_bytes(whole[:cut])
+        scored = score_file(sentences, tiny_bert_dir, out, scorers=bert_scorers, progress=False)
+        assert scored >= 1
+        _assert_complete_and_correct(out, list(csv.DictReader(reference.open(newline=""))))
+
+
+def test_a_file_with_duplicate_rows_is_not_taken_as_finished(tmp_path, tiny_bert_dir, bert_scorers):
+    """What two writers at once used to leave behind: every id present, some twice."""
+    out = tmp_path / "scores.csv"
+    score_file(_sentences(), tiny_bert_dir, out, scorers=bert_scorers, progress=False)
+    lines = out.read_bytes().splitlines(keepends=True)
+    out.write_bytes(b"".join([*lines, lines[2]]))
+    with pytest.raises(ValueError, match="holds id 1 twice"):
+        score_file(_sentences(), tiny_bert_dir, out, scorers=bert_scorers, progress=False)
+    data = tmp_path / "in.txt"
+    data.write_text("\n".join(SENTENCES) + "\n")
+    assert main(["score", "-m", tiny_bert_dir, "--no-progress", "-o", str(out), str(data)]) == 1
+
+
+def test_token_rows_that_do_not_match_are_refused(tmp_path, tiny_bert_dir, bert_scorers):
+    out, tokens = tmp_path / "s.csv", tmp_path / "t.csv"
+    args = {"token_output": tokens, "scorers": bert_scorers, "progress": False}
+    score_file(_sentences()[:2], tiny_bert_dir, out, **args)
+    lines = tokens.read_bytes().splitlines(keepends=True)
+    tokens.write_bytes(b"".join(lines[:2] + lines[3:]))  # sentence 0 loses its token 1
+    with pytest.raises(ValueError, match="sentence 0 has"):
+        score_file(_sentences(), tiny_bert_dir, out, **args)
+
+
+# --------------------------------------------------------------------------- interrupted runs
+# A run of 200 sentences in a subprocess, stopped by a signal or shared with a second
+# writer, ends in a complete and correct file or a clear refusal.
+
+INTERRUPT_SENTENCES = 200
+
+
+@pytest.fixture(scope="module")
+def corpus_file(tmp_path_factory) -> Path:
+    sys.path.insert(0, str(Path(__file__).parent / "fixtures"))
+    from tiny_corpus import corpus_sentences
+
+    path = tmp_path_factory.mktemp("corpus") / "sentences.txt"
+    path.write_text("\n".join(corpus_sentences(INTERRUPT_SENTENCES, seed=7)) + "\n")
+    return path
+
+
+@pytest.fixture(scope="module")
+def word_l2r_scorers(tiny_bert_dir) -> MLMScorers:
+    return MLMScorers(tiny_bert_dir, ["word_l2r"], device="cpu")
+
+
+@pytest.fixture(scope="module")
+def reference_rows(tmp_path_factory, corpus_file, tiny_bert_dir, word_l2r_scorers) -> list[dict]:
+    out = tmp_path_factory.mktemp("reference") / "scores.csv"
+    score_file(
+        read_sentences(str(corpus_file)),
+        tiny_bert_dir,
+        out,
+        scorers=word_l2r_scorers,
+        progress=False,
+    )
+    return list(csv.DictReader(out.open(newline="")))
+
+
+def _start_score(model: str, data: Path, out: Path, *options: str) -> subprocess.Popen:
+    """``pll-harness score`` in a subprocess with Python's own Ctrl-C handling (even where
+    the tests run with SIGINT ignored) and one thread (the machine may be shared)."""
+    import signal
+
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "OMP_NUM_THREADS": "1"}
+    command = [sys.executable, "-m", "pll_harness.tools.cli", "score", "-m", model]
+    return subprocess.Popen(
+        [*command, "--metric", "word_l2r", "--no-progress", str(data), "-o", str(out), *options],
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
+    )
+
+
+def _rows_written(out: Path) -> int:
+    return out.read_bytes().count(b"\n") - 1 if out.exists() else 0
+
+
+def _wait_for_rows(process: subprocess.Popen, out: Path, timeout: float = 120) -> int:
+    """Block until ``out`` holds a finished chunk, while the process still runs."""
+    import time
+
+    deadline = time.monotonic() + timeout
+    while _rows_written(out) < 1:
+        assert process.poll() is None, process.communicate()[1][-3000:]
+        assert time.monotonic() < deadline, "no chunk written in time"
+        time.sleep(0.01)
+    return _rows_written(out)
+
+
+def _assert_complete_and_correct(out: Path, reference: list[dict]) -> None:
+    """The same rows in the same order; scores within 1e-4 nats (float32 sums depend a
+    little on which sentences shared a forward pass, which resuming changes)."""
+    rows = list(csv.DictReader(out.open(newline="")))
+    assert len(rows) == len(reference)
+    for row, expected in zip(rows, reference, strict=True):
+        assert row.keys() == expected.keys()
+        for column, value in expected.items():
+            if column.startswith("pll_"):
+                assert float(row[column]) == pytest.approx(float(value), abs=1e-4)
+            else:
+                assert row[column] == value
+
+
+@pytest.mark.parametrize(
+    ("signal_name", "options", "exit_code"),
+    [
+        ("SIGTERM", (), 128 + 15),  # the default chunk size writes as it goes
+        ("SIGINT", ("--chunk-size", "16"), 128 + 2),
+        ("SIGKILL", ("--chunk-size", "16"), -9),
+    ],
+)
+def test_an_interrupted_run_keeps_its_chunks_and_resumes(
+    tmp_path,
+    tiny_bert_dir,
+    corpus_file,
+    word_l2r_scorers,
+    reference_rows,
+    signal_name,
+    options,
+    exit_code,
+):
+    import signal
+
+    out = tmp_path / "scores.csv"
+    process = _start_score(tiny_bert_dir, corpus_file, out, *options)
+    _wait_for_rows(process, out)
+    process.send_signal(getattr(signal, signal_name))
+    _, stderr = process.communicate(timeout=120)
+    assert process.returncode == exit_code, stderr[-3000:]
+    if signal_name != "SIGKILL":
+        assert f"stopped by {signal_name}; re-run the same command to resume" in stderr
+    kept = read_sentences(str(corpus_file))[: _rows_written(out)]
+    assert 0 < len(kept) < INTERRUPT_SENTENCES
+    scored = score_file(
+        read_sentences(str(corpus_file)),
+        tiny_bert_dir,
+        out,
+        scorers=word_l2r_scorers,
+        progress=False,
+    )
+    assert scored <= INTERRUPT_SENTENCES - len(kept) + 1  # SIGKILL may cut one row short
+    _assert_complete_and_correct(out, reference_rows)
+
+
+def test_a_second_writer_is_refused_and_the_first_finishes(
+    tmp_path, tiny_bert_dir, corpus_file, reference_rows
+):
+    """The second run starts while the first one is paused (SIGSTOP) with a chunk
+    written: a deterministic overlap, however fast the machine is."""
+    import signal
+
+    out = tmp_path / "scores.csv"
+    first = _start_score(tiny_bert_dir, corpus_file, out, "--chunk-size", "16")
+    _wait_for_rows(first, out)
+    first.send_signal(signal.SIGSTOP)
+    try:
+        second = _start_score(tiny_bert_dir, corpus_file, out)
+        _, stderr = second.communicate(timeout=120)
+    finally:
+        first.send_signal(signal.SIGCONT)
+    assert second.returncode == 1
+    assert "is being written by another process" in stderr
+    _, stderr = first.communicate(timeout=120)
+    assert first.returncode == 0, stderr[-3000:]
+    _assert_complete_and_correct(out, reference_rows)
