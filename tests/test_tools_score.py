@@ -12,20 +12,15 @@ import sys
 from pathlib import Path
 
 import pytest
-from tools_support import build_tiny_gpt2, causal_reference
+from tools_support import causal_reference
 
 from pll_harness.masking import PLL_METRICS
 from pll_harness.scorer import PLLScorer
 from pll_harness.tools.cli import main
-from pll_harness.tools.common import (
-    MLMScorers,
-    Sentence,
-    parse_metrics,
-    read_sentences,
-    resolve_model_name,
-)
+from pll_harness.tools.models import MLMScorers
 from pll_harness.tools.resumable import csv_text
 from pll_harness.tools.score import score_file
+from pll_harness.tools.sentences import Sentence, read_sentences
 
 SENTENCES = [
     "The traveler lost the souvenir.",
@@ -40,56 +35,8 @@ def bert_scorers(tiny_bert_dir) -> MLMScorers:
     return MLMScorers(tiny_bert_dir, list(PLL_METRICS), device="cpu")
 
 
-@pytest.fixture(scope="module")
-def tiny_gpt2(tmp_path_factory) -> Path:
-    return build_tiny_gpt2(tmp_path_factory.mktemp("gpt2") / "tiny-gpt2")
-
-
 def _sentences(texts=SENTENCES) -> list[Sentence]:
     return [Sentence(str(i), t) for i, t in enumerate(texts)]
-
-
-def test_resolve_model_name_passes_hub_names_and_folders():
-    assert resolve_model_name("bert-base-cased") == "bert-base-cased"
-    assert resolve_model_name("some/folder") == "some/folder"
-
-
-def test_resolve_model_name_knows_the_demo_model(tmp_path, monkeypatch):
-    from pll_harness import loading
-
-    (tmp_path / "pll-demo").mkdir()
-    (tmp_path / "pll-demo" / "config.json").write_text("{}")
-    monkeypatch.setattr(loading, "DEMO_MODEL_DIR", tmp_path / "pll-demo")
-    monkeypatch.chdir(tmp_path / "pll-demo")
-    assert resolve_model_name("pll-demo") == str(tmp_path / "pll-demo")
-
-
-def test_parse_metrics():
-    assert parse_metrics("all") == list(PLL_METRICS)
-    assert parse_metrics(None) == list(PLL_METRICS)
-    assert parse_metrics(["original,word_l2r", "original"]) == ["original", "word_l2r"]
-    with pytest.raises(ValueError, match="Choose one of"):
-        parse_metrics("l2r")
-
-
-def test_read_sentences_formats(tmp_path):
-    (tmp_path / "s.txt").write_text("First one.\n\n  Second one.  \n")
-    assert [(s.id, s.text) for s in read_sentences(str(tmp_path / "s.txt"))] == [
-        ("0", "First one."),
-        ("1", "Second one."),
-    ]
-    (tmp_path / "s.csv").write_text('item,sentence\na,"Hello, world."\nb,Bye.\n')
-    rows = read_sentences(str(tmp_path / "s.csv"), id_column="item")
-    assert [(s.id, s.text) for s in rows] == [("a", "Hello, world."), ("b", "Bye.")]
-    (tmp_path / "s.jsonl").write_text('{"x": "One.", "y": 1}\n{"x": "Two.", "y": 2}\n')
-    with pytest.raises(ValueError, match="--column"):
-        read_sentences(str(tmp_path / "s.jsonl"))
-    assert [s.text for s in read_sentences(str(tmp_path / "s.jsonl"), column="x")] == [
-        "One.",
-        "Two.",
-    ]
-    with pytest.raises(ValueError, match="no column"):
-        read_sentences(str(tmp_path / "s.csv"), column="nope")
 
 
 def test_csv_has_every_metric_and_token_file_sums_to_it(tmp_path, tiny_bert_dir, bert_scorers):
@@ -260,35 +207,6 @@ def test_console_script_help(tmp_path):
     assert done.returncode == 0, done.stderr
     for command in ("score", "explain", "diagnose", "compare"):
         assert command in done.stdout
-
-
-def test_cli_metric_names_match_engine():
-    from pll_harness.masking import DEFAULT_METRIC
-    from pll_harness.tools.common import DEFAULT_METRIC_NAME, METRIC_NAMES
-
-    assert METRIC_NAMES == PLL_METRICS
-    assert DEFAULT_METRIC_NAME == DEFAULT_METRIC
-
-
-def test_causal_scores_long_texts_in_windows(tiny_gpt2):
-    import torch
-
-    from pll_harness.tools.common import CausalScorer
-
-    scorer = CausalScorer(str(tiny_gpt2), device="cpu")
-    long_text = " ".join(SENTENCES * 6)
-    ids = scorer.encode(long_text)
-    assert len(ids) > scorer.max_length  # 64 positions
-    short, long = scorer.score(["A cat sat.", long_text])
-    assert short.logprob == pytest.approx(causal_reference(tiny_gpt2, "A cat sat."), abs=1e-4)
-    assert len(long.token_logprobs) == len(ids)
-    assert all(math.isfinite(v) for v in long.token_logprobs)
-    # the first half-window sees BOS and everything before it: same as one plain pass
-    head = [scorer.bos, *ids[:40]]
-    with torch.no_grad():
-        logprobs = scorer.model(torch.tensor([head])).logits[0, :-1].log_softmax(-1)
-    expected = logprobs.gather(1, torch.tensor(head[1:])[:, None])[:, 0].tolist()
-    assert list(long.token_logprobs[:32]) == pytest.approx(expected[:32], abs=1e-4)
 
 
 # --------------------------------------------------------------------------- arguments

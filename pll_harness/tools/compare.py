@@ -17,14 +17,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from pll_harness.tools.common import (
-    DEFAULT_METRIC_NAME,
-    METRIC_NAMES,
-    markdown_table,
-    pyplot,
-    save_figure,
-    short_model_name,
-)
+from pll_harness.tools.metrics import DEFAULT_METRIC_NAME, METRIC_NAMES
+from pll_harness.tools.models import short_model_name
+from pll_harness.tools.plotting import pyplot, save_figure
+from pll_harness.tools.tables import markdown_table
 
 BLIMP_COLUMNS: tuple[tuple[str, str], ...] = (
     ("blimp_pll", "BLiMP overall"),

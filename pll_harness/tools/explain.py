@@ -15,17 +15,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from pll_harness.tools.common import (
-    METRIC_COLORS,
-    METRIC_LABELS,
-    MLMScorers,
-    fmt_number,
-    pyplot,
-    save_figure,
-    short_model_name,
-    text_table,
-    word_spans,
-)
+from pll_harness.tools.metrics import METRIC_COLORS, METRIC_LABELS, parse_metrics
+from pll_harness.tools.models import MLMScorers, short_model_name
+from pll_harness.tools.plotting import pyplot, save_figure
+from pll_harness.tools.tables import fmt_number, text_table
+from pll_harness.tools.words import word_spans, words_of
 
 
 @dataclass(frozen=True)
@@ -68,10 +62,7 @@ def explain_sentences(scorers: MLMScorers, texts: Sequence[str]) -> list[Explana
     for index, text in enumerate(texts):
         first = per_metric[scorers.metrics[0]][index]
         ids = tuple(scorers.word_ids(text))
-        words = tuple(
-            scorers.tokenizer.convert_tokens_to_string(list(first.tokens[a:b])).strip()
-            for a, b in word_spans(ids)
-        )
+        words = tuple(word for word, _ in words_of(scorers.tokenizer, first.tokens, ids))
         explanations.append(
             Explanation(
                 text=text,
@@ -261,8 +252,6 @@ def explain(
 ) -> str:
     """Per-token tables for one or two sentences (and their difference for two); with
     ``plot``, also save the bar chart there.  Returns the text shown in the terminal."""
-    from pll_harness.tools.common import parse_metrics
-
     if not 1 <= len(sentences) <= 2:
         raise ValueError("explain takes one sentence, or two to compare.")
     if scorers is None:

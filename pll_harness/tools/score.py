@@ -14,15 +14,15 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from pll_harness.tools.common import (
-    CausalScorer,
-    MLMScorers,
-    Sentence,
-    parse_metrics,
-    word_spans,
-)
+from pll_harness.file_formats import format_from_name
+from pll_harness.tools.causal import CausalScorer
 from pll_harness.tools.interrupts import InterruptGuard
+from pll_harness.tools.metrics import parse_metrics
+from pll_harness.tools.models import MLMScorers
+from pll_harness.tools.records import score_columns, score_fields
 from pll_harness.tools.resumable import DamagedOutput, RecordFile, csv_text, jsonl_text
+from pll_harness.tools.sentences import Sentence
+from pll_harness.tools.words import word_spans
 
 if TYPE_CHECKING:
     import torch
@@ -31,10 +31,7 @@ SENTENCE_FIELDS = ("id", "text", "n_tokens", "n_words", "n_multi_token_words")
 
 
 def sentence_columns(metrics: Sequence[str], causal: bool) -> list[str]:
-    columns = [*SENTENCE_FIELDS, *(f"pll_{m}" for m in metrics)]
-    if causal:
-        columns += ["causal_logprob", "causal_n_tokens"]
-    return columns
+    return [*SENTENCE_FIELDS, *score_columns(metrics, causal)]
 
 
 def token_columns(metrics: Sequence[str]) -> list[str]:
@@ -67,12 +64,8 @@ def score_sentences(
             "n_tokens": len(first.tokens),
             "n_words": len(spans),
             "n_multi_token_words": sum(1 for a, b in spans if b - a > 1),
+            **score_fields(per_metric, index, causal_scores),
         }
-        for metric in scorers.metrics:
-            record[f"pll_{metric}"] = per_metric[metric][index].logprob
-        if causal_scores is not None:
-            record["causal_logprob"] = causal_scores[index].logprob
-            record["causal_n_tokens"] = len(causal_scores[index].tokens)
         record["tokens"] = [
             {
                 "token_index": t,
@@ -186,7 +179,7 @@ def _output_format(path: str | None, explicit: str | None) -> str:
         if explicit not in ("csv", "jsonl"):
             raise ValueError(f"Unknown output format {explicit!r}: use csv or jsonl.")
         return explicit
-    if path and path.lower().endswith((".jsonl", ".json")):
+    if path and format_from_name(path, compressions=()) == "jsonl":
         return "jsonl"
     return "csv"
 
