@@ -261,10 +261,14 @@ def _encode_slow(tokenizer: Any, text: str, boundary: int) -> Encoded:
         return Encoded((), (), 0)
     ids = tuple(tokenizer(text, add_special_tokens=False, verbose=False)["input_ids"])
     context_ids = tokenizer(text[:boundary], add_special_tokens=False, verbose=False)["input_ids"]
-    first_target = 0
-    while (
-        first_target < min(len(ids), len(context_ids))
-        and ids[first_target] == context_ids[first_target]
-    ):
-        first_target += 1
+    first_target = common_prefix_length(ids, context_ids)
     return Encoded(ids, tuple(range(len(ids))), first_target)
+
+
+def common_prefix_length(a: Sequence[int], b: Sequence[int]) -> int:
+    """How many leading token ids ``a`` and ``b`` share: where a context's own tokens stop
+    matching the tokens of context + continuation."""
+    n = 0
+    while n < min(len(a), len(b)) and a[n] == b[n]:
+        n += 1
+    return n

@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 import lm_eval.models  # noqa: F401  (registers lm-eval's own models before ours, see get_model)
+import torch
 from lm_eval.api.model import LM
 from lm_eval.api.registry import register_model
 from tqdm import tqdm
@@ -28,6 +29,9 @@ from pll_harness.scorer import PLLScorer, SentenceScore
 
 # A child of lm-eval's logger, so that our messages share its handler and --verbosity.
 logger = logging.getLogger(f"lm_eval.{__name__}")
+
+TOKEN_LOG_MODES = ("new", "overwrite", "append")
+"""What ``token_log_mode`` does with an existing token log: refuse it, empty it, add to it."""
 
 _TRUE = {"true", "1", "yes"}
 _FALSE = {"false", "0", "no"}
@@ -62,9 +66,12 @@ class PLLMaskedLM(LM):
     Model args: ``pretrained`` (hub name, local folder or a loaded model), ``tokenizer``,
     ``revision``, ``trust_remote_code``, ``pll_metric`` (original, word_l2r, whole_word,
     sentence_l2r), ``device``, ``dtype`` (auto, float32, bfloat16, float16),
-    ``batch_size`` (sequences per forward pass, or auto), ``max_batch_tokens``,
-    ``max_length``, ``attn_implementation``, ``parallelize`` and ``token_log`` (a JSONL
-    file that receives every request's per-token scores).
+    ``max_batch_tokens`` (padded tokens per forward pass), ``max_batch_size`` (at most this
+    many sentences per forward pass; default: as many as fit in ``max_batch_tokens``),
+    ``batch_size`` (accepted because lm-eval always passes one; it does not limit anything:
+    see ``create_from_arg_obj``), ``max_length``, ``attn_implementation``, ``parallelize``,
+    ``token_log`` (a JSONL file that receives every request's per-token scores) and
+    ``token_log_mode`` (``new``: refuse an existing file; ``overwrite``; ``append``).
     """
 
     def __init__(
@@ -83,18 +90,19 @@ class PLLMaskedLM(LM):
         attn_implementation: str | None = None,
         parallelize: bool | str = False,
         token_log: str | None = None,
+        token_log_mode: str = "new",
     ) -> None:
         super().__init__()
         check_metric(pll_metric)
-        batch = _as_optional_int("batch_size", batch_size, allow_auto=True)
+        requests_per_batch = _as_optional_int("batch_size", batch_size, allow_auto=True)
         cap = _as_optional_int("max_batch_size", max_batch_size)
-        if batch is None and cap is not None:
-            batch = cap
-        if batch == 1:
+        if requests_per_batch is not None and requests_per_batch > 1 and cap is None:
             logger.info(
-                "batch_size=1 (lm-eval's default): each forward pass holds one sentence's "
-                "masked copies. Pass --batch_size auto to pack copies of many sentences up "
-                "to max_batch_tokens, which is much faster."
+                "batch_size=%d does not limit pll-mlm: it packs the masked copies of as many "
+                "sentences as fit in max_batch_tokens. To cap sentences per forward pass, "
+                "pass max_batch_size=%d.",
+                requests_per_batch,
+                requests_per_batch,
             )
         parallelize = _as_bool("parallelize", parallelize)
         self._group = None
@@ -106,6 +114,7 @@ class PLLMaskedLM(LM):
                     "Process %d uses %s (one device per process).", self.rank, self._group.device
                 )
             device = str(self._group.device)
+        self.token_log = self._prepare_token_log(token_log, token_log_mode)
         if isinstance(pretrained, str):
             loaded = load_masked_lm(
                 pretrained,
@@ -128,15 +137,83 @@ class PLLMaskedLM(LM):
             pll_metric=pll_metric,
             device=device,
             max_batch_tokens=_as_optional_int("max_batch_tokens", max_batch_tokens),
-            batch_size=batch,
+            batch_size=cap,
             max_length=_as_optional_int("max_length", max_length),
         )
         if self._group is not None:
             self.scorer.batching = common_batching(self.scorer.batching, self._group)
         self._device = self.scorer.device
-        self.token_log = Path(token_log) if token_log else None
         self._checkpoint = pretrained if isinstance(pretrained, str) else None
         self._revision = revision
+
+    @classmethod
+    def create_from_arg_obj(
+        cls, arg_dict: dict[str, Any], additional_config: dict[str, Any] | None = None
+    ) -> PLLMaskedLM:
+        """lm-eval's way in: ``arg_dict`` is ``--model_args``; ``additional_config`` holds
+        lm-eval's own ``--batch_size``, ``--max_batch_size`` and ``--device``, which its CLI
+        sends even when they are not given (``batch_size=1``, ``device=cuda:0``).
+
+        lm-eval's default merge stops with "got multiple values for keyword argument" when
+        a key is in both; here the value in ``--model_args`` wins.  A CUDA device from the
+        flags on a machine without CUDA means the CPU, said at info level only: it is
+        lm-eval's default, not the user's request, whenever ``--device`` was left out.
+        """
+        args = dict(arg_dict)
+        for key, value in (additional_config or {}).items():
+            if value is None:
+                continue
+            if key in args:
+                if str(args[key]) != str(value):
+                    logger.info(
+                        "Using %s=%s from --model_args (lm-eval's --%s gives %s).",
+                        key,
+                        args[key],
+                        key,
+                        value,
+                    )
+                continue
+            if key == "device" and str(value).startswith("cuda") and not torch.cuda.is_available():
+                logger.info(
+                    "device=%s (lm-eval's default): CUDA is not available, using the CPU.", value
+                )
+                continue
+            args[key] = value
+        return cls(**args)
+
+    @classmethod
+    def create_from_arg_string(
+        cls, arg_string: str, additional_config: dict[str, Any] | None = None
+    ) -> PLLMaskedLM:
+        """``key=value,...`` model args, merged with lm-eval's flags as in
+        :meth:`create_from_arg_obj`."""
+        from lm_eval.utils import simple_parse_args_string
+
+        return cls.create_from_arg_obj(simple_parse_args_string(arg_string), additional_config)
+
+    def _prepare_token_log(self, token_log: str | None, mode: str) -> Path | None:
+        """This process's token log (``name.rankN.jsonl`` when several processes run), after
+        applying ``mode`` to an existing file: ``new`` refuses it, so that a second run
+        never mixes its records into the first run's; ``overwrite`` empties it;
+        ``append`` keeps it.  Within a run, every request type's records are appended."""
+        if mode not in TOKEN_LOG_MODES:
+            raise ValueError(
+                f"token_log_mode={mode!r} is not valid; use one of {', '.join(TOKEN_LOG_MODES)}."
+            )
+        if not token_log:
+            return None
+        path = Path(token_log)
+        if self.world_size > 1:
+            path = path.with_name(f"{path.stem}.rank{self.rank}{path.suffix}")
+        if mode == "new" and path.exists() and path.stat().st_size > 0:
+            raise ValueError(
+                f"token_log={path} already holds records. Pass token_log_mode=overwrite to "
+                "replace them or token_log_mode=append to add to them, or choose a new file."
+            )
+        path.parent.mkdir(parents=True, exist_ok=True)
+        if mode == "overwrite":
+            path.write_text("", encoding="utf-8")
+        return path
 
     def all_gather(self, tensor: Any) -> Any:
         return tensor if self._group is None else self._group.all_gather(tensor)
@@ -197,11 +274,8 @@ class PLLMaskedLM(LM):
         return scores
 
     def _write_token_log(self, pairs: list[tuple[str, str]], scores: list[SentenceScore]) -> None:
-        path = self.token_log
-        if self.world_size > 1:
-            path = path.with_name(f"{path.stem}.rank{self.rank}{path.suffix}")
-        path.parent.mkdir(parents=True, exist_ok=True)
-        with path.open("a", encoding="utf-8") as out:
+        assert self.token_log is not None
+        with self.token_log.open("a", encoding="utf-8") as out:
             for (context, continuation), score in zip(pairs, scores, strict=True):
                 record = {"context": context, "continuation": continuation, **score.as_dict()}
                 record["pll_metric"] = self.scorer.metric

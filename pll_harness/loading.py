@@ -7,6 +7,9 @@ would otherwise show up much later as a confusing failure or a silently differen
 from __future__ import annotations
 
 import logging
+import os
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -63,8 +66,9 @@ def parse_dtype(dtype: str | torch.dtype | None) -> torch.dtype | str:
 
 
 def resolve_device(device: str | torch.device | None) -> torch.device:
-    """``None`` picks CUDA when present.  lm-eval's CLI asks for ``cuda:0`` by default, so a
-    CUDA request on a machine without CUDA falls back to the CPU with a warning."""
+    """``None`` picks CUDA when present; an explicit CUDA request on a machine without CUDA
+    falls back to the CPU with a warning (lm-eval's own default, ``cuda:0``, is dropped
+    before it gets here: see ``PLLMaskedLM.create_from_arg_obj``)."""
     if device is None:
         return torch.device("cuda" if torch.cuda.is_available() else "cpu")
     try:
@@ -105,6 +109,9 @@ def load_masked_lm(
     pretrained = resolve_pretrained(pretrained)
     if tokenizer is not None:
         tokenizer = resolve_pretrained(tokenizer)
+    check_model_source(pretrained, "pretrained")
+    if tokenizer is not None:
+        check_model_source(tokenizer, "tokenizer", checkpoint=False)
     model_kwargs: dict[str, Any] = {
         "revision": revision or "main",
         "trust_remote_code": trust_remote_code,
@@ -115,7 +122,8 @@ def load_masked_lm(
     if device_map is not None:
         model_kwargs["device_map"] = device_map
     try:
-        model = AutoModelForMaskedLM.from_pretrained(pretrained, **model_kwargs)
+        with explained_load_errors(pretrained):
+            model = AutoModelForMaskedLM.from_pretrained(pretrained, **model_kwargs)
     except ValueError as error:
         if "Unrecognized configuration class" in str(error):
             raise ValueError(
@@ -124,16 +132,138 @@ def load_masked_lm(
                 "for causal LMs."
             ) from error
         raise
-    tok = AutoTokenizer.from_pretrained(
-        tokenizer or pretrained,
-        revision=revision or "main",
-        trust_remote_code=trust_remote_code,
-    )
+    with explained_load_errors(tokenizer or pretrained):
+        tok = AutoTokenizer.from_pretrained(
+            tokenizer or pretrained,
+            revision=revision or "main",
+            trust_remote_code=trust_remote_code,
+        )
     if device_map is None:
         model = model.to(target)
     else:
         target = next(model.parameters()).device
+    if target.type == "cpu":
+        warn_if_cpu_is_busy()
     return LoadedModel(model.eval(), tok, target)
+
+
+_warned_busy = False
+
+
+def warn_if_cpu_is_busy() -> None:
+    """Once per process: say what to do when other processes keep the CPU busy.
+
+    torch runs one OpenMP thread per core and, by default, OpenMP threads spin while they
+    wait for each other; when the cores are taken, scoring then slows many-fold (on a
+    shared 2-core machine, 125-265 ms a sentence against 32-45 ms with passive waiting:
+    ``scripts/bench_busy_cpu.py``).  The wait policy is read when OpenMP starts, too early
+    for this package to set it, and changing the thread count here would change float32
+    rounding with the machine's load, so the choice is left to the user.
+    """
+    global _warned_busy
+    if _warned_busy or not hasattr(os, "getloadavg"):
+        return
+    threads = torch.get_num_threads()
+    if threads < 2 or os.environ.get("OMP_WAIT_POLICY", "").upper() == "PASSIVE":
+        return
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+    load = os.getloadavg()[0]
+    if load > (cores or 1):
+        _warned_busy = True
+        logger.warning(
+            "The CPU is busy (load average %.1f on %d cores) and torch runs %d threads, which "
+            "spin while they wait for each other: scoring can be several times slower. Start "
+            "Python with OMP_WAIT_POLICY=PASSIVE (same scores), or with OMP_NUM_THREADS set "
+            "to the cores you can have.",
+            load,
+            cores,
+            threads,
+        )
+
+
+MASKED_LM_HINT = (
+    "a masked LM (e.g. bert-base-cased or roberta-base on the Hub, or pll-demo, packaged "
+    "with pll_harness and usable offline)"
+)
+CAUSAL_LM_HINT = "a causal LM (e.g. gpt2 on the Hub)"
+
+
+def _looks_like_a_path(name: str) -> bool:
+    """Hub ids are ``name`` or ``owner/name``; anything else can only be a local path."""
+    return name.startswith(("/", ".", "~")) or "\\" in name or name.count("/") > 1
+
+
+def check_model_source(
+    name: str, argument: str, hint: str = MASKED_LM_HINT, checkpoint: bool = True
+) -> None:
+    """Fail before transformers does, in plain words, for a local path that cannot be
+    loaded: one that does not exist (transformers would call it a malformed repo id), a
+    file, or (for a ``checkpoint``, not a tokenizer) a folder without ``config.json``."""
+    path = Path(name).expanduser()
+    if path.is_dir():
+        if checkpoint and not (path / "config.json").is_file():
+            raise ValueError(
+                f"{argument}={name!r} is a folder without config.json, so not a saved "
+                "checkpoint (save_pretrained() writes one). Pass the folder that "
+                f"save_pretrained() wrote, or a Hub name; this needs {hint}."
+            )
+    elif path.exists():
+        raise ValueError(f"{argument}={name!r} is a file; pass the checkpoint's folder.")
+    elif _looks_like_a_path(name):
+        raise ValueError(
+            f"{argument}={name!r}: no such folder. Pass an existing checkpoint folder or a "
+            f"Hub name; this needs {hint}."
+        )
+
+
+@contextmanager
+def explained_load_errors(name: str, hint: str = MASKED_LM_HINT) -> Iterator[None]:
+    """Turn the Hub's failures into one short error that says what happened (not in the
+    local cache while the Hub is off or unreachable; no such model; no such revision)
+    instead of a chain of tracebacks that ends in a network error."""
+    from huggingface_hub import constants
+    from huggingface_hub.errors import (
+        GatedRepoError,
+        LocalEntryNotFoundError,
+        RepositoryNotFoundError,
+        RevisionNotFoundError,
+    )
+
+    try:
+        yield
+    except OSError as error:
+        causes: list[BaseException] = []
+        cause: BaseException | None = error
+        while cause is not None and len(causes) < 20:
+            causes.append(cause)
+            cause = cause.__cause__ or cause.__context__
+
+        def caused_by(kind: type[BaseException]) -> bool:
+            return any(isinstance(c, kind) for c in causes)
+
+        if caused_by(LocalEntryNotFoundError):
+            hub = (
+                "the Hugging Face Hub is switched off (HF_HUB_OFFLINE=1)"
+                if constants.HF_HUB_OFFLINE
+                else "the Hugging Face Hub cannot be reached"
+            )
+            message = (
+                f"{name!r} is not a local folder, {hub}, and {name!r} is not in the local "
+                "Hugging Face cache. Download it where the Hub is reachable (`hf download "
+                f"{name}`) or pass a local checkpoint folder; this needs {hint}."
+            )
+        elif caused_by(GatedRepoError):
+            message = f"{name!r} is gated on the Hugging Face Hub: log in with access to it."
+        elif caused_by(RepositoryNotFoundError):
+            message = (
+                f"{name!r} is neither a local folder nor a model on the Hugging Face Hub "
+                f"(or it is private). Check the name; this needs {hint}."
+            )
+        elif caused_by(RevisionNotFoundError):
+            message = f"{name!r} has no such revision on the Hugging Face Hub."
+        else:
+            raise
+        raise ValueError(message) from None
 
 
 def model_max_length(model: torch.nn.Module, tokenizer: Any) -> int:

@@ -98,6 +98,7 @@ class PLLScorer:
     ) -> None:
         self._metric = get_metric(pll_metric)
         self.metric = self._metric.name
+        check_sizes(max_batch_tokens=max_batch_tokens, batch_size=batch_size, max_length=max_length)
         require_fast_tokenizer(tokenizer, pll_metric, self._metric.word_level)
         if tokenizer.mask_token_id is None:
             raise ValueError(
@@ -164,9 +165,12 @@ class PLLScorer:
         return self.max_length - self.specials.count
 
     def score(
-        self, texts: Sequence[str], progress: Callable[[int], None] | None = None
+        self, texts: str | Sequence[str], progress: Callable[[int], None] | None = None
     ) -> list[SentenceScore]:
-        """PLL of whole texts of any length (windows past the model's maximum length)."""
+        """PLL of whole texts of any length (windows past the model's maximum length).
+        One string is one text, not a sequence of characters."""
+        if isinstance(texts, str):
+            texts = [texts]
         return self.score_requests([("", text) for text in texts], progress)
 
     def score_requests(
@@ -288,6 +292,19 @@ def finished_per_batch(
     return finished
 
 
+SIZE_ARGUMENTS = ("max_batch_tokens", "batch_size", "max_length")
+
+
+def check_sizes(**sizes: Any) -> None:
+    """Each size is None (the default) or a positive integer: 0 or -3 would otherwise pass
+    unnoticed until it made empty batches or an empty window somewhere deeper."""
+    for name, value in sizes.items():
+        if value is not None and (
+            isinstance(value, bool) or not isinstance(value, int) or value < 1
+        ):
+            raise ValueError(f"{name}={value!r} is not valid; use a positive integer or None.")
+
+
 def default_batch_tokens(model: torch.nn.Module, device: torch.device) -> int:
     """A token budget per forward pass that keeps activations well inside memory.
 
@@ -326,7 +343,7 @@ def _model_device(model: torch.nn.Module) -> torch.device:
 
 
 def score(
-    texts: Sequence[str],
+    texts: str | Sequence[str],
     model: str | PLLScorer,
     pll_metric: str | None = None,
     **kwargs: Any,
@@ -336,8 +353,12 @@ def score(
     ``model`` is a checkpoint (hub name or local folder; ``pll_metric`` defaults to
     word_l2r and ``kwargs`` go to :meth:`PLLScorer.from_pretrained`) or an existing
     :class:`PLLScorer`, whose metric and settings are fixed: asking it for another metric or
-    setting is an error rather than a silently different score.
+    setting is an error rather than a silently different score.  One string is one text
+    (as in minicons), never a sequence of one-character texts.
     """
+    if isinstance(texts, str):
+        texts = [texts]
+    check_sizes(**{name: kwargs[name] for name in SIZE_ARGUMENTS if name in kwargs})
     if isinstance(model, PLLScorer):
         if kwargs or (pll_metric is not None and pll_metric != model.metric):
             raise ValueError(

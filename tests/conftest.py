@@ -85,6 +85,14 @@ def tiny_model_dir(request: pytest.FixtureRequest) -> str:
 
 
 @pytest.fixture(scope="session")
+def tiny_gpt2(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A random 1-layer GPT-2 with the tiny RoBERTa's tokenizer (see tools_support)."""
+    from tools_support import build_tiny_gpt2
+
+    return build_tiny_gpt2(tmp_path_factory.mktemp("gpt2") / "tiny-gpt2")
+
+
+@pytest.fixture(scope="session")
 def minicons_scores() -> dict[str, Any]:
     """The parsed ``minicons_scores.json`` (see ``minicons_run`` to pick one model and metric)."""
     return json.loads(MINICONS_SCORES.read_text())

@@ -5,7 +5,12 @@ from __future__ import annotations
 import pytest
 from transformers import AutoTokenizer
 
-from pll_harness.encoding import encode_request, require_fast_tokenizer, special_tokens
+from pll_harness.encoding import (
+    common_prefix_length,
+    encode_request,
+    require_fast_tokenizer,
+    special_tokens,
+)
 
 
 @pytest.fixture(scope="module", params=["tiny_bert_dir", "tiny_roberta_dir"])
@@ -84,3 +89,10 @@ def test_slow_tokenizer_with_word_level_metric_says_what_to_do():
     with pytest.raises(ValueError, match=r"fast tokenizer.*pll_metric=original"):
         require_fast_tokenizer(SlowView(None), "word_l2r", word_level=True)
     require_fast_tokenizer(SlowView(None), "original", word_level=False)
+
+
+def test_common_prefix_length():
+    assert common_prefix_length([5, 6, 7], [5, 6, 9, 9]) == 2
+    assert common_prefix_length([5, 6], [5, 6, 7]) == 2
+    assert common_prefix_length([], [1]) == 0
+    assert common_prefix_length((1, 2), [3]) == 0

@@ -159,3 +159,107 @@ def test_parallelize_loads_with_a_device_map_and_scores_the_same(model_dir, monk
     assert seen["device_map"] == "auto"
     plain = PLLMaskedLM(pretrained=model_dir, device="cpu")
     assert split.loglikelihood(requests) == plain.loglikelihood(requests)
+
+
+def test_token_log_refuses_an_earlier_runs_file_unless_told(tiny_bert_dir, tmp_path):
+    import json
+
+    log = tmp_path / "tokens.jsonl"
+    request = [instance("loglikelihood", ("The hooligan", " wrecked it."))]
+
+    def run(**kwargs) -> list[dict]:
+        lm = PLLMaskedLM(pretrained=tiny_bert_dir, device="cpu", token_log=str(log), **kwargs)
+        lm.loglikelihood(request)
+        lm.loglikelihood(request)  # every request type of one run goes to the file
+        return [json.loads(line) for line in log.read_text().splitlines()]
+
+    assert len(run()) == 2
+    with pytest.raises(ValueError, match=r"token_log_mode=overwrite.*token_log_mode=append"):
+        run()
+    assert len(run(token_log_mode="overwrite")) == 2
+    assert len(run(token_log_mode="append")) == 4
+    with pytest.raises(ValueError, match="token_log_mode='keep' is not valid"):
+        run(token_log_mode="keep")
+
+
+# ------------------------------------------------------------------- lm-eval's own way in
+
+
+def lm_eval_cli_config(monkeypatch, *argv: str):
+    """What lm-eval's CLI hands to simple_evaluate for ``lm_eval --model pll-mlm ARGV``."""
+    import sys
+
+    from lm_eval._cli.harness import HarnessCLI
+    from lm_eval.config.evaluate_config import EvaluatorConfig
+
+    monkeypatch.setattr(sys, "argv", ["lm_eval", "run", "--model", "pll-mlm", *argv])
+    return EvaluatorConfig.from_cli(HarnessCLI().parse_args())
+
+
+def lm_from_cli(monkeypatch, *argv: str) -> PLLMaskedLM:
+    """The model exactly as simple_evaluate builds it from lm-eval's CLI config."""
+    from lm_eval.api.registry import get_model
+
+    config = lm_eval_cli_config(monkeypatch, "--tasks", "unit_task", *argv)
+    flags = {
+        "batch_size": config.batch_size,
+        "max_batch_size": config.max_batch_size,
+        "device": config.device,
+    }
+    return get_model(config.model).create_from_arg_obj(config.model_args, flags)
+
+
+def test_device_and_batch_size_may_sit_in_model_args(monkeypatch, tiny_bert_dir, tmp_path):
+    """The README lists device and batch_size as model args: lm-eval's CLI also sends its
+    own --device/--batch_size (defaults included), which must not clash with them."""
+    import lm_eval
+    from lm_eval.tasks import TaskManager
+    from lm_eval_runs import write_pair_task
+
+    model_args = f"pretrained={tiny_bert_dir},device=cpu,batch_size=4,max_batch_size=3"
+    lm = lm_from_cli(monkeypatch, "--model_args", model_args)
+    assert lm.device == torch.device("cpu")
+    assert lm.scorer.runner.batching.batch_size == 3
+    config = lm_eval_cli_config(monkeypatch, "--model_args", model_args, "--tasks", "unit_pairs")
+    write_pair_task(tmp_path, "unit_pairs", [("A cat sat.", "A sat cat.")])
+    results = lm_eval.simple_evaluate(
+        model=config.model,
+        model_args=config.model_args,
+        tasks=["unit_pairs"],
+        batch_size=config.batch_size,
+        device=config.device,
+        task_manager=TaskManager(include_path=str(tmp_path)),
+    )
+    assert 0.0 <= results["results"]["unit_pairs"]["acc,none"] <= 1.0
+    as_string = PLLMaskedLM.create_from_arg_string(model_args, {"device": "cuda:3"})
+    assert as_string.device == torch.device("cpu")
+
+
+def test_lm_evals_default_device_gives_no_warning(monkeypatch, tiny_bert_dir, caplog):
+    import logging
+
+    if torch.cuda.is_available():
+        pytest.skip("this machine has CUDA")
+    with caplog.at_level(logging.WARNING):
+        lm = lm_from_cli(monkeypatch, "--model_args", f"pretrained={tiny_bert_dir}")
+    assert lm.device == torch.device("cpu")
+    assert "CUDA is not available" not in caplog.text
+    with caplog.at_level(logging.WARNING):  # asked for by name: worth a warning
+        PLLMaskedLM(pretrained=tiny_bert_dir, device="cuda:0")
+    assert "CUDA is not available" in caplog.text
+
+
+def test_packing_is_the_default_and_max_batch_size_caps_it(monkeypatch, tiny_bert_dir):
+    """lm-eval sends batch_size=1 unless told otherwise; packing copies of many sentences
+    under the token budget must still be what a plain command gets."""
+    plain = lm_from_cli(monkeypatch, "--model_args", f"pretrained={tiny_bert_dir}")
+    assert plain.scorer.runner.batching.batch_size is None
+    for argv in (
+        ["--model_args", f"pretrained={tiny_bert_dir}", "--max_batch_size", "2"],
+        ["--model_args", f"pretrained={tiny_bert_dir},max_batch_size=2", "--batch_size", "8"],
+    ):
+        assert lm_from_cli(monkeypatch, *argv).scorer.runner.batching.batch_size == 2
+    requests = [instance("loglikelihood", ("", s)) for s in ("A cat sat.", "The dog ran off.")]
+    capped = PLLMaskedLM(pretrained=tiny_bert_dir, device="cpu", max_batch_size=1)
+    packed, one_by_one = plain.loglikelihood(requests), capped.loglikelihood(requests)
+    assert [lp for lp, _ in packed] == pytest.approx([lp for lp, _ in one_by_one], abs=1e-5)

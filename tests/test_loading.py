@@ -63,3 +63,52 @@ def test_max_length_accounts_for_roberta_position_offset(tiny_bert_dir, tiny_rob
         assert loading.model_max_length(model, tokenizer) == 64
         tokenizer.model_max_length = 20
         assert loading.model_max_length(model, tokenizer) == 20
+
+
+@pytest.mark.parametrize("name", ["./no/such/folder", "/no/such/folder", "~/no/such/folder"])
+def test_a_missing_folder_is_named_plainly(name):
+    with pytest.raises(ValueError, match=r"no such folder\. .*a masked LM") as error:
+        loading.load_masked_lm(name, device="cpu")
+    assert error.value.__cause__ is None
+
+
+def test_a_folder_that_is_not_a_checkpoint(tmp_path):
+    with pytest.raises(ValueError, match=r"folder without config\.json"):
+        loading.load_masked_lm(str(tmp_path), device="cpu")
+    (tmp_path / "weights.bin").write_bytes(b"")
+    with pytest.raises(ValueError, match="is a file"):
+        loading.load_masked_lm(str(tmp_path / "weights.bin"), device="cpu")
+
+
+def test_a_hub_name_offline_and_not_cached_is_one_short_error(monkeypatch, tiny_bert_dir):
+    from huggingface_hub import constants
+
+    monkeypatch.setattr(constants, "HF_HUB_OFFLINE", True)
+    name = "pll-harness-tests/not-a-model"
+    for kwargs in ({"pretrained": name}, {"pretrained": tiny_bert_dir, "tokenizer": name}):
+        with pytest.raises(ValueError, match=r"switched off.*not in the local") as error:
+            loading.load_masked_lm(**kwargs, device="cpu")
+        assert error.value.__suppress_context__  # no chain of tracebacks behind it
+        assert "bert-base-cased" in str(error.value)  # the kind of model that is needed
+
+
+def test_a_busy_cpu_gets_advice_once(monkeypatch, caplog):
+    monkeypatch.setattr(loading, "_warned_busy", False)
+    monkeypatch.setattr(loading.torch, "get_num_threads", lambda: 2)
+    monkeypatch.setattr(loading.os, "sched_getaffinity", lambda pid: {0, 1}, raising=False)
+    monkeypatch.delenv("OMP_WAIT_POLICY", raising=False)
+    monkeypatch.setattr(loading.os, "getloadavg", lambda: (1.5, 1.0, 1.0))
+    with caplog.at_level(logging.WARNING):
+        loading.warn_if_cpu_is_busy()
+    assert "CPU is busy" not in caplog.text
+    monkeypatch.setattr(loading.os, "getloadavg", lambda: (5.5, 5.0, 4.0))
+    monkeypatch.setenv("OMP_WAIT_POLICY", "passive")
+    with caplog.at_level(logging.WARNING):
+        loading.warn_if_cpu_is_busy()
+    assert "CPU is busy" not in caplog.text
+    monkeypatch.delenv("OMP_WAIT_POLICY")
+    with caplog.at_level(logging.WARNING):
+        loading.warn_if_cpu_is_busy()
+        loading.warn_if_cpu_is_busy()
+    assert caplog.text.count("CPU is busy (load average 5.5 on 2 cores)") == 1
+    assert "OMP_WAIT_POLICY=PASSIVE" in caplog.text

@@ -221,3 +221,25 @@ def test_model_split_over_devices_by_accelerate_scores_the_same(model_dir, tmp_p
     split = PLLScorer(model, AutoTokenizer.from_pretrained(model_dir), "word_l2r")
     assert split.device == torch.device("cpu")
     assert split.score_requests(REQUESTS) == plain
+
+
+def test_one_string_is_one_text_not_its_characters(tiny_bert_dir):
+    from pll_harness import score
+
+    scorer = scorer_for(tiny_bert_dir, "word_l2r")
+    (alone,) = score("The cat sat.", model=scorer)
+    (listed,) = score(["The cat sat."], model=scorer)
+    assert alone == listed
+    (by_name,) = score("The cat sat.", model=tiny_bert_dir, device="cpu")
+    assert by_name.logprob == pytest.approx(listed.logprob, abs=1e-5)
+
+
+@pytest.mark.parametrize("name", ["max_length", "batch_size", "max_batch_tokens"])
+@pytest.mark.parametrize("value", [0, -3, 2.5, True])
+def test_sizes_must_be_positive_integers(tiny_bert_dir, name, value):
+    from pll_harness import score
+
+    with pytest.raises(ValueError, match=f"{name}={value!r} is not valid"):
+        scorer_for(tiny_bert_dir, "word_l2r", **{name: value})
+    with pytest.raises(ValueError, match=f"{name}={value!r} is not valid"):
+        score(["The cat sat."], model=tiny_bert_dir, device="cpu", **{name: value})

@@ -3,21 +3,14 @@
 from __future__ import annotations
 
 import csv
-import math
-from pathlib import Path
 
 import pytest
-from tools_support import assert_png, build_tiny_gpt2, causal_reference
+from tools_support import assert_png, causal_reference
 
 from pll_harness.metrics import PLL_METRICS
 from pll_harness.scorer import PLLScorer
+from pll_harness.tools.causal import CausalScorer
 from pll_harness.tools.cli import main
-from pll_harness.tools.common import (
-    CausalScorer,
-    MLMScorers,
-    eventsadapt_sentences,
-    pearson,
-)
 from pll_harness.tools.diagnose import (
     WORD_CONTEXT,
     diagnose,
@@ -27,13 +20,11 @@ from pll_harness.tools.diagnose import (
     plot_length,
     write_outputs,
 )
+from pll_harness.tools.models import MLMScorers
+from pll_harness.tools.sentences import eventsadapt_sentences
+from pll_harness.tools.statistics import pearson
 
 PAIRS = 3  # EventsAdapt pairs: 6 sentences
-
-
-@pytest.fixture(scope="module")
-def tiny_gpt2(tmp_path_factory) -> Path:
-    return build_tiny_gpt2(tmp_path_factory.mktemp("gpt2") / "tiny-gpt2")
 
 
 @pytest.fixture(scope="module")
@@ -41,13 +32,6 @@ def diagnosis(tiny_bert_dir, tiny_gpt2):
     scorers = MLMScorers(tiny_bert_dir, list(PLL_METRICS), device="cpu")
     causal = CausalScorer(str(tiny_gpt2), device="cpu")
     return diagnose_sentences(eventsadapt_sentences(PAIRS), scorers, "eventsadapt", causal)
-
-
-def test_pearson():
-    assert pearson([1, 2, 3, 4], [2, 4, 6, 8]) == pytest.approx(1.0)
-    assert pearson([1, 2, 3, 4], [8, 6, 4, 2]) == pytest.approx(-1.0)
-    assert math.isnan(pearson([1, 2, 3], [5, 5, 5]))
-    assert math.isnan(pearson([1, 2], [3, 4]))
 
 
 def test_eventsadapt_sentences():

@@ -11,7 +11,6 @@ from tools_support import assert_png
 from pll_harness.metrics import PLL_METRICS
 from pll_harness.scorer import PLLScorer
 from pll_harness.tools.cli import main
-from pll_harness.tools.common import MLMScorers
 from pll_harness.tools.explain import (
     align,
     difference_report,
@@ -20,6 +19,7 @@ from pll_harness.tools.explain import (
     plot_explanations,
     token_table,
 )
+from pll_harness.tools.models import MLMScorers
 
 SOUVENIR = "The traveler lost the souvenir."
 

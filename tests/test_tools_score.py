@@ -12,19 +12,15 @@ import sys
 from pathlib import Path
 
 import pytest
-from tools_support import build_tiny_gpt2, causal_reference
+from tools_support import causal_reference
 
 from pll_harness.metrics import PLL_METRICS
 from pll_harness.scorer import PLLScorer
 from pll_harness.tools.cli import main
-from pll_harness.tools.common import (
-    MLMScorers,
-    Sentence,
-    parse_metrics,
-    read_sentences,
-    resolve_model_name,
-)
+from pll_harness.tools.models import MLMScorers
+from pll_harness.tools.resumable import csv_text
 from pll_harness.tools.score import score_file
+from pll_harness.tools.sentences import Sentence, read_sentences
 
 SENTENCES = [
     "The traveler lost the souvenir.",
@@ -39,56 +35,8 @@ def bert_scorers(tiny_bert_dir) -> MLMScorers:
     return MLMScorers(tiny_bert_dir, list(PLL_METRICS), device="cpu")
 
 
-@pytest.fixture(scope="module")
-def tiny_gpt2(tmp_path_factory) -> Path:
-    return build_tiny_gpt2(tmp_path_factory.mktemp("gpt2") / "tiny-gpt2")
-
-
 def _sentences(texts=SENTENCES) -> list[Sentence]:
     return [Sentence(str(i), t) for i, t in enumerate(texts)]
-
-
-def test_resolve_model_name_passes_hub_names_and_folders():
-    assert resolve_model_name("bert-base-cased") == "bert-base-cased"
-    assert resolve_model_name("some/folder") == "some/folder"
-
-
-def test_resolve_model_name_knows_the_demo_model(tmp_path, monkeypatch):
-    from pll_harness import loading
-
-    (tmp_path / "pll-demo").mkdir()
-    (tmp_path / "pll-demo" / "config.json").write_text("{}")
-    monkeypatch.setattr(loading, "DEMO_MODEL_DIR", tmp_path / "pll-demo")
-    monkeypatch.chdir(tmp_path / "pll-demo")
-    assert resolve_model_name("pll-demo") == str(tmp_path / "pll-demo")
-
-
-def test_parse_metrics():
-    assert parse_metrics("all") == list(PLL_METRICS)
-    assert parse_metrics(None) == list(PLL_METRICS)
-    assert parse_metrics(["original,word_l2r", "original"]) == ["original", "word_l2r"]
-    with pytest.raises(ValueError, match="Choose one of"):
-        parse_metrics("l2r")
-
-
-def test_read_sentences_formats(tmp_path):
-    (tmp_path / "s.txt").write_text("First one.\n\n  Second one.  \n")
-    assert [(s.id, s.text) for s in read_sentences(str(tmp_path / "s.txt"))] == [
-        ("0", "First one."),
-        ("1", "Second one."),
-    ]
-    (tmp_path / "s.csv").write_text('item,sentence\na,"Hello, world."\nb,Bye.\n')
-    rows = read_sentences(str(tmp_path / "s.csv"), id_column="item")
-    assert [(s.id, s.text) for s in rows] == [("a", "Hello, world."), ("b", "Bye.")]
-    (tmp_path / "s.jsonl").write_text('{"x": "One.", "y": 1}\n{"x": "Two.", "y": 2}\n')
-    with pytest.raises(ValueError, match="--column"):
-        read_sentences(str(tmp_path / "s.jsonl"))
-    assert [s.text for s in read_sentences(str(tmp_path / "s.jsonl"), column="x")] == [
-        "One.",
-        "Two.",
-    ]
-    with pytest.raises(ValueError, match="no column"):
-        read_sentences(str(tmp_path / "s.csv"), column="nope")
 
 
 def test_csv_has_every_metric_and_token_file_sums_to_it(tmp_path, tiny_bert_dir, bert_scorers):
@@ -261,30 +209,208 @@ def test_console_script_help(tmp_path):
         assert command in done.stdout
 
 
-def test_cli_metric_names_match_engine():
-    from pll_harness.metrics import DEFAULT_METRIC
-    from pll_harness.tools.common import DEFAULT_METRIC_NAME, METRIC_NAMES
-
-    assert METRIC_NAMES == PLL_METRICS
-    assert DEFAULT_METRIC_NAME == DEFAULT_METRIC
+# --------------------------------------------------------------------------- arguments
 
 
-def test_causal_scores_long_texts_in_windows(tiny_gpt2):
-    import torch
+@pytest.mark.parametrize("option", ["--chunk-size", "--max-batch-tokens"])
+@pytest.mark.parametrize("value", ["0", "-3", "many"])
+def test_cli_sizes_must_be_positive(option, value, capsys):
+    with pytest.raises(SystemExit) as stopped:
+        main(["score", "-m", "some-model", "-", option, value])
+    assert stopped.value.code == 2
+    assert f"argument {option}" in capsys.readouterr().err
 
-    from pll_harness.tools.common import CausalScorer
 
-    scorer = CausalScorer(str(tiny_gpt2), device="cpu")
-    long_text = " ".join(SENTENCES * 6)
-    ids = scorer.encode(long_text)
-    assert len(ids) > scorer.max_length  # 64 positions
-    short, long = scorer.score(["A cat sat.", long_text])
-    assert short.logprob == pytest.approx(causal_reference(tiny_gpt2, "A cat sat."), abs=1e-4)
-    assert len(long.token_logprobs) == len(ids)
-    assert all(math.isfinite(v) for v in long.token_logprobs)
-    # the first half-window sees BOS and everything before it: same as one plain pass
-    head = [scorer.bos, *ids[:40]]
-    with torch.no_grad():
-        logprobs = scorer.model(torch.tensor([head])).logits[0, :-1].log_softmax(-1)
-    expected = logprobs.gather(1, torch.tensor(head[1:])[:, None])[:, 0].tolist()
-    assert list(long.token_logprobs[:32]) == pytest.approx(expected[:32], abs=1e-4)
+def test_chunk_size_must_be_positive(tiny_bert_dir, bert_scorers):
+    with pytest.raises(ValueError, match="chunk_size=0 is not valid"):
+        score_file(_sentences(), tiny_bert_dir, None, scorers=bert_scorers, chunk_size=0)
+
+
+# --------------------------------------------------------------------------- resuming
+
+
+def test_resume_after_a_cut_inside_a_text_with_newlines(tmp_path, tiny_bert_dir, bert_scorers):
+    """CSV texts may hold newlines (quoted); a run killed inside such a row leaves a part
+    of it that must be recognised as this tool's own cut row, not as another input."""
+    data = tmp_path / "in.csv"
+    texts = ["Stephen\nKing wrote it.", 'She said "no,\nnever".', "A cat sat on the mat."]
+    data.write_text(csv_text(["sentence"], [{"sentence": t} for t in texts], header=True))
+    sentences = read_sentences(str(data))
+    assert [s.text for s in sentences] == texts
+    out, reference = tmp_path / "scores.csv", tmp_path / "reference.csv"
+    score_file(sentences, tiny_bert_dir, reference, scorers=bert_scorers, progress=False)
+    whole = reference.read_bytes()
+    for cut in (whole.index(b"Stephen\n") + 8, whole.index(b"never") - 2):
+        out.write_bytes(whole[:cut])
+        scored = score_file(sentences, tiny_bert_dir, out, scorers=bert_scorers, progress=False)
+        assert scored >= 1
+        _assert_complete_and_correct(out, list(csv.DictReader(reference.open(newline=""))))
+
+
+def test_a_file_with_duplicate_rows_is_not_taken_as_finished(tmp_path, tiny_bert_dir, bert_scorers):
+    """What two writers at once used to leave behind: every id present, some twice."""
+    out = tmp_path / "scores.csv"
+    score_file(_sentences(), tiny_bert_dir, out, scorers=bert_scorers, progress=False)
+    lines = out.read_bytes().splitlines(keepends=True)
+    out.write_bytes(b"".join([*lines, lines[2]]))
+    with pytest.raises(ValueError, match="holds id 1 twice"):
+        score_file(_sentences(), tiny_bert_dir, out, scorers=bert_scorers, progress=False)
+    data = tmp_path / "in.txt"
+    data.write_text("\n".join(SENTENCES) + "\n")
+    assert main(["score", "-m", tiny_bert_dir, "--no-progress", "-o", str(out), str(data)]) == 1
+
+
+def test_token_rows_that_do_not_match_are_refused(tmp_path, tiny_bert_dir, bert_scorers):
+    out, tokens = tmp_path / "s.csv", tmp_path / "t.csv"
+    args = {"token_output": tokens, "scorers": bert_scorers, "progress": False}
+    score_file(_sentences()[:2], tiny_bert_dir, out, **args)
+    lines = tokens.read_bytes().splitlines(keepends=True)
+    tokens.write_bytes(b"".join(lines[:2] + lines[3:]))  # sentence 0 loses its token 1
+    with pytest.raises(ValueError, match="sentence 0 has"):
+        score_file(_sentences(), tiny_bert_dir, out, **args)
+
+
+# --------------------------------------------------------------------------- interrupted runs
+# A run of 200 sentences in a subprocess, stopped by a signal or shared with a second
+# writer, ends in a complete and correct file or a clear refusal.
+
+INTERRUPT_SENTENCES = 200
+
+
+@pytest.fixture(scope="module")
+def corpus_file(tmp_path_factory) -> Path:
+    sys.path.insert(0, str(Path(__file__).parent / "fixtures"))
+    from tiny_corpus import corpus_sentences
+
+    path = tmp_path_factory.mktemp("corpus") / "sentences.txt"
+    path.write_text("\n".join(corpus_sentences(INTERRUPT_SENTENCES, seed=7)) + "\n")
+    return path
+
+
+@pytest.fixture(scope="module")
+def word_l2r_scorers(tiny_bert_dir) -> MLMScorers:
+    return MLMScorers(tiny_bert_dir, ["word_l2r"], device="cpu")
+
+
+@pytest.fixture(scope="module")
+def reference_rows(tmp_path_factory, corpus_file, tiny_bert_dir, word_l2r_scorers) -> list[dict]:
+    out = tmp_path_factory.mktemp("reference") / "scores.csv"
+    score_file(
+        read_sentences(str(corpus_file)),
+        tiny_bert_dir,
+        out,
+        scorers=word_l2r_scorers,
+        progress=False,
+    )
+    return list(csv.DictReader(out.open(newline="")))
+
+
+def _start_score(model: str, data: Path, out: Path, *options: str) -> subprocess.Popen:
+    """``pll-harness score`` in a subprocess with Python's own Ctrl-C handling (even where
+    the tests run with SIGINT ignored) and one thread (the machine may be shared)."""
+    import signal
+
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "OMP_NUM_THREADS": "1"}
+    command = [sys.executable, "-m", "pll_harness.tools.cli", "score", "-m", model]
+    return subprocess.Popen(
+        [*command, "--metric", "word_l2r", "--no-progress", str(data), "-o", str(out), *options],
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
+    )
+
+
+def _rows_written(out: Path) -> int:
+    return out.read_bytes().count(b"\n") - 1 if out.exists() else 0
+
+
+def _wait_for_rows(process: subprocess.Popen, out: Path, timeout: float = 120) -> int:
+    """Block until ``out`` holds a finished chunk, while the process still runs."""
+    import time
+
+    deadline = time.monotonic() + timeout
+    while _rows_written(out) < 1:
+        assert process.poll() is None, process.communicate()[1][-3000:]
+        assert time.monotonic() < deadline, "no chunk written in time"
+        time.sleep(0.01)
+    return _rows_written(out)
+
+
+def _assert_complete_and_correct(out: Path, reference: list[dict]) -> None:
+    """The same rows in the same order; scores within 1e-4 nats (float32 sums depend a
+    little on which sentences shared a forward pass, which resuming changes)."""
+    rows = list(csv.DictReader(out.open(newline="")))
+    assert len(rows) == len(reference)
+    for row, expected in zip(rows, reference, strict=True):
+        assert row.keys() == expected.keys()
+        for column, value in expected.items():
+            if column.startswith("pll_"):
+                assert float(row[column]) == pytest.approx(float(value), abs=1e-4)
+            else:
+                assert row[column] == value
+
+
+@pytest.mark.parametrize(
+    ("signal_name", "options", "exit_code"),
+    [
+        ("SIGTERM", (), 128 + 15),  # the default chunk size writes as it goes
+        ("SIGINT", ("--chunk-size", "16"), 128 + 2),
+        ("SIGKILL", ("--chunk-size", "16"), -9),
+    ],
+)
+def test_an_interrupted_run_keeps_its_chunks_and_resumes(
+    tmp_path,
+    tiny_bert_dir,
+    corpus_file,
+    word_l2r_scorers,
+    reference_rows,
+    signal_name,
+    options,
+    exit_code,
+):
+    import signal
+
+    out = tmp_path / "scores.csv"
+    process = _start_score(tiny_bert_dir, corpus_file, out, *options)
+    _wait_for_rows(process, out)
+    process.send_signal(getattr(signal, signal_name))
+    _, stderr = process.communicate(timeout=120)
+    assert process.returncode == exit_code, stderr[-3000:]
+    if signal_name != "SIGKILL":
+        assert f"stopped by {signal_name}; re-run the same command to resume" in stderr
+    kept = read_sentences(str(corpus_file))[: _rows_written(out)]
+    assert 0 < len(kept) < INTERRUPT_SENTENCES
+    scored = score_file(
+        read_sentences(str(corpus_file)),
+        tiny_bert_dir,
+        out,
+        scorers=word_l2r_scorers,
+        progress=False,
+    )
+    assert scored <= INTERRUPT_SENTENCES - len(kept) + 1  # SIGKILL may cut one row short
+    _assert_complete_and_correct(out, reference_rows)
+
+
+def test_a_second_writer_is_refused_and_the_first_finishes(
+    tmp_path, tiny_bert_dir, corpus_file, reference_rows
+):
+    """The second run starts while the first one is paused (SIGSTOP) with a chunk
+    written: a deterministic overlap, however fast the machine is."""
+    import signal
+
+    out = tmp_path / "scores.csv"
+    first = _start_score(tiny_bert_dir, corpus_file, out, "--chunk-size", "16")
+    _wait_for_rows(first, out)
+    first.send_signal(signal.SIGSTOP)
+    try:
+        second = _start_score(tiny_bert_dir, corpus_file, out)
+        _, stderr = second.communicate(timeout=120)
+    finally:
+        first.send_signal(signal.SIGCONT)
+    assert second.returncode == 1
+    assert "is being written by another process" in stderr
+    _, stderr = first.communicate(timeout=120)
+    assert first.returncode == 0, stderr[-3000:]
+    _assert_complete_and_correct(out, reference_rows)

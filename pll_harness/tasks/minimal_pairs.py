@@ -21,20 +21,16 @@ from typing import Any
 
 import datasets
 
+from pll_harness.file_formats import format_from_name
+
 SPLIT = "test"
 """The one split our loaders build; the templates set ``test_split`` to it."""
 
 GOOD, BAD = "sentence_good", "sentence_bad"
 FIRST, SECOND = "sentence_first", "sentence_second"
 
-_COMPRESSION_SUFFIXES = (".gz", ".bz2", ".xz", ".zst", ".lz4")
-_FORMAT_BY_SUFFIX = {
-    ".csv": "csv",
-    ".tsv": "tsv",
-    ".json": "json",
-    ".jsonl": "json",
-    ".parquet": "parquet",
-}
+DATA_FORMATS = ("csv", "json", "parquet", "tsv")
+"""What ``data_format`` may say: ``datasets``' builder names (``json`` reads JSON Lines)."""
 
 
 class _DropCustomDatasetAdvice(logging.Filter):
@@ -145,15 +141,13 @@ def _builder_for(path: Path, data_format: str | None) -> tuple[str, dict[str, An
     """Pick the ``datasets`` builder; CSV cells stay verbatim ("NA" is a word, not a gap)."""
     fmt = data_format
     if fmt is None:
-        suffixes = [s.lower() for s in path.suffixes]
-        while suffixes and suffixes[-1] in _COMPRESSION_SUFFIXES:
-            suffixes.pop()
-        fmt = _FORMAT_BY_SUFFIX.get(suffixes[-1] if suffixes else "")
-        if fmt is None:
+        named = format_from_name(path)
+        if named is None:
             raise ValueError(
                 f"cannot tell the format of {path.name}; set dataset_kwargs.data_format "
-                f"to one of {sorted(set(_FORMAT_BY_SUFFIX.values()))}"
+                f"to one of {list(DATA_FORMATS)}"
             )
+        fmt = "json" if named == "jsonl" else named
     if fmt == "csv":
         return "csv", {"keep_default_na": False}
     if fmt == "tsv":

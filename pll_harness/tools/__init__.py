@@ -10,16 +10,13 @@ matplotlib and wordfreq are imported only when a plot or a frequency is needed.
 
 from __future__ import annotations
 
-from pll_harness.tools.common import (
-    CausalScorer,
-    MLMScorers,
-    read_sentences,
-    resolve_model_name,
-)
+from pll_harness.tools.causal import CausalScorer
 from pll_harness.tools.compare import compare
 from pll_harness.tools.diagnose import diagnose
 from pll_harness.tools.explain import explain, explain_sentences, plot_explanations
+from pll_harness.tools.models import MLMScorers
 from pll_harness.tools.score import score_file
+from pll_harness.tools.sentences import read_sentences
 
 __all__ = [
     "CausalScorer",
@@ -30,6 +27,5 @@ __all__ = [
     "explain_sentences",
     "plot_explanations",
     "read_sentences",
-    "resolve_model_name",
     "score_file",
 ]

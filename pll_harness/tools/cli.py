@@ -1,17 +1,19 @@
 """The ``pll-harness`` command: score, explain, diagnose, compare.
 
-Each sub-command is a thin layer over a Python function in ``pll_harness.tools``; heavy
-imports (torch, transformers, matplotlib) happen only when a sub-command runs.
+Each sub-command is a small parser (``add_<command>``) and a handler (``run_<command>``)
+over a Python function in ``pll_harness.tools``; heavy imports (torch, transformers,
+matplotlib) happen only when a sub-command runs.
 """
 
 from __future__ import annotations
 
 import argparse
 import os
+import signal
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
-from pll_harness.tools.common import METRIC_NAMES
+from pll_harness.metrics import PLL_METRICS
 
 DESCRIPTION = """\
 Look inside pseudo-log-likelihood (PLL) scores of masked language models.
@@ -33,9 +35,24 @@ examples:
   pll-harness diagnose --model bert-base-cased --dataset eventsadapt --causal gpt2
   pll-harness compare results/ -o leaderboard/"""
 
+FORMATTER = argparse.RawDescriptionHelpFormatter
+
 METRIC_HELP = (
-    f"'all' (default) or a comma-separated list of: {', '.join(METRIC_NAMES)}; may be repeated"
+    f"'all' (default) or a comma-separated list of: {', '.join(PLL_METRICS)}; may be repeated"
 )
+
+Subparsers = argparse._SubParsersAction
+
+
+def positive_int(text: str) -> int:
+    """An argparse type: a whole number of at least 1, or a usage error that says so."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1, got {value}")
+    return value
 
 
 def _add_model_options(parser: argparse.ArgumentParser) -> None:
@@ -62,26 +79,22 @@ def _add_causal_option(parser: argparse.ArgumentParser) -> None:
     )
 
 
-def build_parser() -> argparse.ArgumentParser:
-    formatter = argparse.RawDescriptionHelpFormatter
-    parser = argparse.ArgumentParser(
-        prog="pll-harness", description=DESCRIPTION, epilog=EPILOG, formatter_class=formatter
-    )
-    from pll_harness import __version__
+# --------------------------------------------------------------------------- score
 
-    parser.add_argument("--version", action="version", version=f"pll-harness {__version__}")
-    commands = parser.add_subparsers(dest="command", metavar="COMMAND")
 
+def add_score(commands: Subparsers) -> argparse.ArgumentParser:
     score = commands.add_parser(
         "score",
-        formatter_class=formatter,
+        formatter_class=FORMATTER,
         help="score sentences from a file",
         description="Score every sentence of FILE with each requested PLL metric.\n\n"
         "Input: a text file (one sentence per line), CSV/TSV or JSONL (pick the column with\n"
         "--column; default 'sentence' or 'text'), optionally .gz; '-' reads stdin.\n"
         "Output: one row per sentence with pll_<metric> (natural-log PLL sums); JSONL lines\n"
         "also hold every token's log-probability; for CSV, --tokens writes them to a second\n"
-        "file. Re-running with the same --output skips the sentences already written.",
+        "file. Re-running with the same --output skips the sentences already written;\n"
+        "Ctrl-C, SIGTERM or SIGKILL lose at most the chunk being scored. One run at a time\n"
+        "may write an output file: a second is refused.",
         epilog="example:\n  pll-harness score -m bert-base-cased --metric original,word_l2r "
         "--causal gpt2 data.csv --column sentence -o scores.jsonl",
     )
@@ -118,23 +131,57 @@ def build_parser() -> argparse.ArgumentParser:
     )
     score.add_argument(
         "--chunk-size",
-        type=int,
-        default=256,
+        type=positive_int,
+        default=None,
         metavar="N",
-        help="sentences scored and written per step (default 256)",
+        help="sentences scored and written per step: what an interruption can lose "
+        "(default: 32 on the CPU, 1024 on a GPU)",
     )
     score.add_argument(
         "--max-batch-tokens",
-        type=int,
+        type=positive_int,
         default=None,
         metavar="N",
         help="padded tokens per forward pass (default: engine's choice)",
     )
     score.add_argument("--no-progress", action="store_true", help="no progress bar")
+    return score
 
+
+def run_score(args: argparse.Namespace) -> None:
+    from pll_harness.tools.score import score_file
+    from pll_harness.tools.sentences import read_sentences
+
+    sentences = read_sentences(
+        args.file, column=args.column, id_column=args.id_column, fmt=args.input_format
+    )
+    done = score_file(
+        sentences,
+        args.model,
+        output=args.output,
+        metrics=args.metric,
+        causal=args.causal,
+        output_format=args.output_format,
+        token_output=args.token_output,
+        chunk_size=args.chunk_size,
+        overwrite=args.overwrite,
+        progress=not args.no_progress,
+        device=args.device,
+        max_batch_tokens=args.max_batch_tokens,
+    )
+    if args.output:
+        skipped = len(sentences) - done
+        note = f" ({skipped} already there)" if skipped else ""
+        print(f"scored {done} sentences{note} -> {args.output}", file=sys.stderr)
+
+
+# --------------------------------------------------------------------------- explain
+
+
+def add_explain(commands: Subparsers) -> argparse.ArgumentParser:
     explain = commands.add_parser(
         "explain",
-        formatter_class=formatter,
+        formatter_class=FORMATTER,
         help="per-token scores of one or two sentences",
         description="Show each token's log-probability under every metric, grouped by word.\n"
         "With two sentences, align their tokens and show which tokens carry the difference.",
@@ -145,10 +192,38 @@ def build_parser() -> argparse.ArgumentParser:
     explain.add_argument("sentences", nargs="+", metavar="SENTENCE", help="one or two sentences")
     explain.add_argument("--plot", metavar="PNG", help="draw the per-token bar chart here")
     explain.add_argument("--json", action="store_true", help="print JSON instead of tables")
+    return explain
 
+
+def run_explain(args: argparse.Namespace) -> None:
+    from pll_harness.tools.explain import explain, explain_sentences, plot_explanations
+
+    if not args.json:
+        print(explain(args.sentences, args.model, args.metric, args.plot, args.device), end="")
+        return
+    import json
+
+    from pll_harness.tools.metrics import parse_metrics
+    from pll_harness.tools.models import MLMScorers, short_model_name
+    from pll_harness.tools.plotting import save_figure
+
+    if not 1 <= len(args.sentences) <= 2:
+        raise ValueError("explain takes one sentence, or two to compare.")
+    scorers = MLMScorers(args.model, parse_metrics(args.metric), device=args.device)
+    explanations = explain_sentences(scorers, args.sentences)
+    if args.plot:
+        title = short_model_name(args.model)
+        save_figure(plot_explanations(explanations, title), args.plot)
+    print(json.dumps([e.as_dict() for e in explanations], ensure_ascii=False, indent=2))
+
+
+# --------------------------------------------------------------------------- diagnose
+
+
+def add_diagnose(commands: Subparsers) -> argparse.ArgumentParser:
     diagnose = commands.add_parser(
         "diagnose",
-        formatter_class=formatter,
+        formatter_class=FORMATTER,
         help="metric desiderata report with plots",
         description="Check the desiderata of Kauf & Ivanova (2023) for each metric:\n"
         "  r(sentence length in tokens, -PLL)   should be positive\n"
@@ -169,7 +244,7 @@ def build_parser() -> argparse.ArgumentParser:
     diagnose.add_argument("--column", help="sentence column of a CSV/JSONL dataset")
     diagnose.add_argument(
         "--limit",
-        type=int,
+        type=positive_int,
         default=None,
         metavar="N",
         help="first N sentences of a file / N pairs of EventsAdapt",
@@ -182,10 +257,36 @@ def build_parser() -> argparse.ArgumentParser:
         help="folder for the report (default: pll-diagnosis)",
     )
     diagnose.add_argument("--no-progress", action="store_true", help="no progress bar")
+    return diagnose
 
+
+def run_diagnose(args: argparse.Namespace) -> None:
+    from pll_harness.tools.diagnose import diagnose
+
+    diagnose(
+        args.model,
+        dataset=args.dataset,
+        output_dir=args.output_dir,
+        metrics=args.metric,
+        causal=args.causal,
+        limit=args.limit,
+        column=args.column,
+        device=args.device,
+        progress=not args.no_progress,
+    )
+    report = os.path.join(args.output_dir, "report.md")
+    with open(report, encoding="utf-8") as handle:
+        print(handle.read(), end="")
+    print(f"\nreport: {report}", file=sys.stderr)
+
+
+# --------------------------------------------------------------------------- compare
+
+
+def add_compare(commands: Subparsers) -> argparse.ArgumentParser:
     compare = commands.add_parser(
         "compare",
-        formatter_class=formatter,
+        formatter_class=FORMATTER,
         help="leaderboard from lm-eval result files",
         description="Read lm-eval result files (results_*.json from --output_path; folders are\n"
         "searched) of pll-mlm and other models (e.g. hf), and write leaderboard.md,\n"
@@ -218,80 +319,47 @@ def build_parser() -> argparse.ArgumentParser:
         action="store_true",
         help="keep every column of the benchmarks run, also those that no run has",
     )
+    return compare
+
+
+def run_compare(args: argparse.Namespace) -> None:
+    from pll_harness.tools.compare import compare
+
+    board = compare(args.results, args.output_dir, args.metric, args.all_columns)
+    print(board.to_markdown(), end="")
+    print(f"\nwritten to {args.output_dir}/leaderboard.{{md,csv,png}}", file=sys.stderr)
+
+
+# --------------------------------------------------------------------------- the command
+
+COMMANDS: dict[
+    str,
+    tuple[Callable[[Subparsers], argparse.ArgumentParser], Callable[[argparse.Namespace], None]],
+] = {
+    "score": (add_score, run_score),
+    "explain": (add_explain, run_explain),
+    "diagnose": (add_diagnose, run_diagnose),
+    "compare": (add_compare, run_compare),
+}
+"""Each sub-command's parser and handler, in the order ``--help`` lists them."""
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="pll-harness", description=DESCRIPTION, epilog=EPILOG, formatter_class=FORMATTER
+    )
+    from pll_harness import __version__
+
+    parser.add_argument("--version", action="version", version=f"pll-harness {__version__}")
+    commands = parser.add_subparsers(dest="command", metavar="COMMAND")
+    for add, _ in COMMANDS.values():
+        add(commands)
     return parser
 
 
 def run(args: argparse.Namespace) -> int:
-    from pll_harness.tools import common
-
-    if args.command == "score":
-        from pll_harness.tools.score import score_file
-
-        sentences = common.read_sentences(
-            args.file, column=args.column, id_column=args.id_column, fmt=args.input_format
-        )
-        done = score_file(
-            sentences,
-            args.model,
-            output=args.output,
-            metrics=args.metric,
-            causal=args.causal,
-            output_format=args.output_format,
-            token_output=args.token_output,
-            chunk_size=args.chunk_size,
-            overwrite=args.overwrite,
-            progress=not args.no_progress,
-            device=args.device,
-            max_batch_tokens=args.max_batch_tokens,
-        )
-        if args.output:
-            skipped = len(sentences) - done
-            note = f" ({skipped} already there)" if skipped else ""
-            print(f"scored {done} sentences{note} -> {args.output}", file=sys.stderr)
-    elif args.command == "explain":
-        from pll_harness.tools.explain import explain, explain_sentences
-
-        if args.json:
-            import json
-
-            from pll_harness.tools.explain import plot_explanations
-
-            if not 1 <= len(args.sentences) <= 2:
-                raise ValueError("explain takes one sentence, or two to compare.")
-            scorers = common.MLMScorers(
-                args.model, common.parse_metrics(args.metric), device=args.device
-            )
-            explanations = explain_sentences(scorers, args.sentences)
-            if args.plot:
-                title = common.short_model_name(args.model)
-                common.save_figure(plot_explanations(explanations, title), args.plot)
-            print(json.dumps([e.as_dict() for e in explanations], ensure_ascii=False, indent=2))
-        else:
-            print(explain(args.sentences, args.model, args.metric, args.plot, args.device), end="")
-    elif args.command == "diagnose":
-        from pll_harness.tools.diagnose import diagnose
-
-        diagnose(
-            args.model,
-            dataset=args.dataset,
-            output_dir=args.output_dir,
-            metrics=args.metric,
-            causal=args.causal,
-            limit=args.limit,
-            column=args.column,
-            device=args.device,
-            progress=not args.no_progress,
-        )
-        report = os.path.join(args.output_dir, "report.md")
-        with open(report, encoding="utf-8") as handle:
-            print(handle.read(), end="")
-        print(f"\nreport: {report}", file=sys.stderr)
-    elif args.command == "compare":
-        from pll_harness.tools.compare import compare
-
-        board = compare(args.results, args.output_dir, args.metric, args.all_columns)
-        print(board.to_markdown(), end="")
-        print(f"\nwritten to {args.output_dir}/leaderboard.{{md,csv,png}}", file=sys.stderr)
+    _, handle = COMMANDS[args.command]
+    handle(args)
     return 0
 
 
@@ -306,9 +374,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     except (ValueError, FileNotFoundError, ImportError) as error:
         print(f"pll-harness {args.command}: error: {error}", file=sys.stderr)
         return 1
-    except KeyboardInterrupt:
-        print("interrupted; re-run the same command to resume (score).", file=sys.stderr)
-        return 130
+    except KeyboardInterrupt as interrupt:
+        signum = getattr(interrupt, "signum", signal.SIGINT)
+        resume = "; re-run the same command to resume" if args.command == "score" else ""
+        print(
+            f"pll-harness {args.command}: stopped by {signal.Signals(signum).name}{resume}.",
+            file=sys.stderr,
+        )
+        return 128 + signum
 
 
 if __name__ == "__main__":

@@ -21,15 +21,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from pll_harness.metrics import DEFAULT_METRIC, PLL_METRICS
 from pll_harness.tasks.catalog import BENCHMARKS, Benchmark
-from pll_harness.tools.common import (
-    DEFAULT_METRIC_NAME,
-    METRIC_NAMES,
-    markdown_table,
-    pyplot,
-    save_figure,
-    short_model_name,
-)
+from pll_harness.tools.models import short_model_name
+from pll_harness.tools.plotting import pyplot, save_figure
+from pll_harness.tools.tables import markdown_table
 
 SHARE_METRICS: tuple[str, ...] = (
     "acc",
@@ -65,7 +61,7 @@ class ModelRun:
     files: list[str] = field(default_factory=list)
 
     def sort_key(self) -> tuple[Any, ...]:
-        metric = METRIC_NAMES.index(self.pll_metric) if self.pll_metric in METRIC_NAMES else 99
+        metric = PLL_METRICS.index(self.pll_metric) if self.pll_metric in PLL_METRICS else 99
         return (self.pretrained, metric, self.label)
 
 
@@ -117,7 +113,7 @@ def describe_run(data: dict[str, Any]) -> tuple[str, str, str, str | None]:
     pretrained = args.get("pretrained") or args.get("model") or data.get("model_name") or "?"
     name = short_model_name(str(pretrained))
     if model_type == "pll-mlm":
-        metric = args.get("pll_metric", DEFAULT_METRIC_NAME)
+        metric = args.get("pll_metric", DEFAULT_METRIC)
         return f"{name} ({metric})", model_type, str(pretrained), metric
     return f"{name} ({model_type})", model_type, str(pretrained), None
 

@@ -21,22 +21,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from pll_harness.tools.common import (
-    METRIC_COLORS,
-    METRIC_LABELS,
-    CausalScorer,
-    MLMScorers,
-    Sentence,
-    fmt_number,
-    is_wordlike,
-    markdown_table,
-    parse_metrics,
-    pearson,
-    pyplot,
-    save_figure,
-    short_model_name,
-    word_spans,
-)
+from pll_harness.tools.causal import CausalScorer
+from pll_harness.tools.metrics import metric_colour, metric_label, parse_metrics
+from pll_harness.tools.models import MLMScorers, short_model_name
+from pll_harness.tools.plotting import pyplot, save_figure
+from pll_harness.tools.records import pll_column, score_fields
+from pll_harness.tools.sentences import Sentence, eventsadapt_sentences, read_sentences
+from pll_harness.tools.statistics import pearson
+from pll_harness.tools.tables import fmt_number, markdown_table
+from pll_harness.tools.words import is_wordlike, words_of
 
 WORD_CONTEXT = "My word is "
 """The paper's neutral context for word scores (appendix B)."""
@@ -65,10 +58,20 @@ class Diagnosis:
         """The score columns: each metric, then the causal model when there is one."""
         return [*self.metrics, *([CAUSAL] if self.causal else [])]
 
+    @staticmethod
+    def score_column(name: str) -> str:
+        """The row field holding ``name``'s score (a metric, or ``causal``)."""
+        return "causal_logprob" if name == CAUSAL else pll_column(name)
+
+    @staticmethod
+    def length_column(name: str) -> str:
+        """The row field holding the item's length in ``name``'s tokens."""
+        return "causal_n_tokens" if name == CAUSAL else "n_tokens"
+
     def label(self, name: str) -> str:
         if name == CAUSAL:
             return f"causal LL ({short_model_name(self.causal or '')})"
-        return METRIC_LABELS.get(name, name)
+        return metric_label(name)
 
 
 def _oov(word_lists: Sequence[Sequence[tuple[str, int]]]) -> dict[str, float]:
@@ -81,13 +84,6 @@ def _oov(word_lists: Sequence[Sequence[tuple[str, int]]]) -> dict[str, float]:
         "types": len(types),
         "type_ratio": sum(n > 1 for n in types.values()) / len(types) if types else math.nan,
     }
-
-
-def _words_of(tokenizer: Any, tokens: Sequence[str], ids: Sequence[int]) -> list[tuple[str, int]]:
-    return [
-        (tokenizer.convert_tokens_to_string(list(tokens[a:b])).strip(), b - a)
-        for a, b in word_spans(ids)
-    ]
 
 
 def diagnose_sentences(
@@ -113,25 +109,21 @@ def diagnose_sentences(
     vocabulary: dict[str, None] = {}
     for index, sentence in enumerate(sentences):
         first = per_metric[scorers.metrics[0]][index]
-        words = _words_of(scorers.tokenizer, first.tokens, scorers.word_ids(sentence.text))
+        words = words_of(scorers.tokenizer, first.tokens, scorers.word_ids(sentence.text))
         word_lists.append(words)
         for position, (word, _) in enumerate(words):
             if is_wordlike(word):
                 vocabulary.setdefault(word.lower() if position == 0 else word)
         row: dict[str, Any] = {"id": sentence.id, "text": sentence.text}
         row["n_tokens"] = len(first.tokens)
-        for metric in scorers.metrics:
-            row[f"pll_{metric}"] = per_metric[metric][index].logprob
-        if causal_scores is not None:
-            row["causal_logprob"] = causal_scores[index].logprob
-            row["causal_n_tokens"] = len(causal_scores[index].tokens)
+        row.update(score_fields(per_metric, index, causal_scores))
         diag.sentences.append(row)
     diag.oov["mlm"] = _oov(word_lists)
     if causal is not None:
         causal_words = []
         for sentence in sentences:
             tokens = causal.tokenizer.convert_ids_to_tokens(causal.encode(sentence.text))
-            causal_words.append(_words_of(causal.tokenizer, tokens, causal.word_ids(sentence.text)))
+            causal_words.append(words_of(causal.tokenizer, tokens, causal.word_ids(sentence.text)))
         diag.oov[CAUSAL] = _oov(causal_words)
 
     words = [w for w in vocabulary if zipf_frequency(w, "en") > 0]
@@ -145,16 +137,11 @@ def diagnose_sentences(
     for index, word in enumerate(words):
         first = word_scores[scorers.metrics[0]][index]
         row = {"word": word, "n_tokens": len(first.tokens), "zipf": zipf_frequency(word, "en")}
-        for metric in scorers.metrics:
-            row[f"pll_{metric}"] = word_scores[metric][index].logprob
-        if causal_word_scores is not None:
-            row["causal_logprob"] = causal_word_scores[index].logprob
-            row["causal_n_tokens"] = len(causal_word_scores[index].tokens)
+        row.update(score_fields(word_scores, index, causal_word_scores))
         diag.words.append(row)
 
     for name in diag.series:
-        column = "causal_logprob" if name == CAUSAL else f"pll_{name}"
-        lengths = "causal_n_tokens" if name == CAUSAL else "n_tokens"
+        column, lengths = diag.score_column(name), diag.length_column(name)
         scores = [r[column] for r in diag.sentences]
         stats = {
             "mean": sum(scores) / len(scores) if scores else math.nan,
@@ -196,11 +183,10 @@ def plot_length(diag: Diagnosis) -> Any:
     causal model); each dot is a sentence."""
     fig, axes = _panels(diag, diag.series)
     for ax, name in zip(axes, diag.series, strict=True):
-        column = "causal_logprob" if name == CAUSAL else f"pll_{name}"
-        lengths = "causal_n_tokens" if name == CAUSAL else "n_tokens"
+        column, lengths = diag.score_column(name), diag.length_column(name)
         x = [r[lengths] for r in diag.sentences]
         y = [-r[column] for r in diag.sentences]
-        ax.scatter(x, y, s=10, alpha=0.5, color=METRIC_COLORS.get(name))
+        ax.scatter(x, y, s=10, alpha=0.5, color=metric_colour(name))
         ax.set_title(
             f"{diag.label(name)}\nr = {fmt_number(diag.stats[name]['r_length'])}", fontsize=9
         )
@@ -215,8 +201,7 @@ def plot_frequency(diag: Diagnosis) -> Any:
     and multi-token words in separate colours (two scatter collections per panel)."""
     fig, axes = _panels(diag, diag.series)
     for ax, name in zip(axes, diag.series, strict=True):
-        column = "causal_logprob" if name == CAUSAL else f"pll_{name}"
-        pieces = "causal_n_tokens" if name == CAUSAL else "n_tokens"
+        column, pieces = diag.score_column(name), diag.length_column(name)
         for multi, color, label in ((False, "#4d4d4d", "1 token"), (True, "#d6604d", "2+ tokens")):
             rows = [w for w in diag.words if (w[pieces] > 1) == multi]
             ax.scatter(
@@ -243,8 +228,8 @@ def plot_causal(diag: Diagnosis) -> Any:
     fig, axes = _panels(diag, diag.metrics)
     for ax, name in zip(axes, diag.metrics, strict=True):
         x = [r["causal_logprob"] for r in diag.sentences]
-        y = [r[f"pll_{name}"] for r in diag.sentences]
-        ax.scatter(x, y, s=10, alpha=0.5, color=METRIC_COLORS.get(name))
+        y = [r[pll_column(name)] for r in diag.sentences]
+        ax.scatter(x, y, s=10, alpha=0.5, color=metric_colour(name))
         ax.set_title(
             f"{diag.label(name)}\nr = {fmt_number(diag.stats[name]['r_causal'])}", fontsize=9
         )
@@ -374,8 +359,6 @@ def diagnose(
 
     ``limit`` keeps the first sentences of a file, or the first pairs of EventsAdapt.
     """
-    from pll_harness.tools.common import eventsadapt_sentences, read_sentences
-
     if dataset == "eventsadapt":
         sentences = eventsadapt_sentences(limit)
     else:

@@ -15,17 +15,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from pll_harness.tools.common import (
-    METRIC_COLORS,
-    METRIC_LABELS,
-    MLMScorers,
-    fmt_number,
-    pyplot,
-    save_figure,
-    short_model_name,
-    text_table,
-    word_spans,
-)
+from pll_harness.tools.metrics import metric_colour, metric_label, parse_metrics
+from pll_harness.tools.models import MLMScorers, short_model_name
+from pll_harness.tools.plotting import pyplot, save_figure
+from pll_harness.tools.tables import fmt_number, text_table
+from pll_harness.tools.words import word_spans, words_of
 
 
 @dataclass(frozen=True)
@@ -68,10 +62,7 @@ def explain_sentences(scorers: MLMScorers, texts: Sequence[str]) -> list[Explana
     for index, text in enumerate(texts):
         first = per_metric[scorers.metrics[0]][index]
         ids = tuple(scorers.word_ids(text))
-        words = tuple(
-            scorers.tokenizer.convert_tokens_to_string(list(first.tokens[a:b])).strip()
-            for a, b in word_spans(ids)
-        )
+        words = tuple(word for word, _ in words_of(scorers.tokenizer, first.tokens, ids))
         explanations.append(
             Explanation(
                 text=text,
@@ -101,7 +92,7 @@ def token_table(explanation: Explanation) -> str:
                 ]
             )
     rows.append(["", "sum", *(fmt_number(explanation.total(m)) for m in metrics)])
-    header = ["word", "token", *(METRIC_LABELS.get(m, m) for m in metrics)]
+    header = ["word", "token", *(metric_label(m) for m in metrics)]
     right = set(range(2, len(header)))
     return text_table(header, rows, right)
 
@@ -151,7 +142,7 @@ def difference_report(a: Explanation, b: Explanation, top: int = 3) -> str:
     the difference under each metric."""
     metrics = a.metrics
     rows = align(a, b)
-    header = ["A token", "B token", *(f"Δ {METRIC_LABELS.get(m, m)}" for m in metrics)]
+    header = ["A token", "B token", *(f"Δ {metric_label(m)}" for m in metrics)]
     body = [
         [r.token_a or "·", r.token_b or "·", *(f"{r.delta[m]:+.2f}" for m in metrics)] for r in rows
     ]
@@ -171,7 +162,7 @@ def difference_report(a: Explanation, b: Explanation, top: int = 3) -> str:
         parts = [f"{_pair(r)} {r.delta[m]:+.2f} ({abs(r.delta[m]) / mass:.0%})" for r in ranked]
         verdict = "A" if total > 0 else ("B" if total < 0 else "neither")
         lines.append(
-            f"{METRIC_LABELS.get(m, m)}: PLL(A) − PLL(B) = {total:+.2f} nats, favours "
+            f"{metric_label(m)}: PLL(A) − PLL(B) = {total:+.2f} nats, favours "
             f"{verdict}; largest shares: " + "; ".join(parts)
         )
     return "\n".join(lines)
@@ -230,8 +221,8 @@ def _draw_panel(ax: Any, explanation: Explanation, floor: float) -> None:
             offsets,
             explanation.token_logprobs[metric],
             width=width,
-            color=METRIC_COLORS.get(metric),
-            label=f"{METRIC_LABELS.get(metric, metric)}: {explanation.total(metric):.2f}",
+            color=metric_colour(metric),
+            label=f"{metric_label(metric)}: {explanation.total(metric):.2f}",
             zorder=2,
         )
     ax.axhline(0, color="black", lw=0.6)
@@ -261,8 +252,6 @@ def explain(
 ) -> str:
     """Per-token tables for one or two sentences (and their difference for two); with
     ``plot``, also save the bar chart there.  Returns the text shown in the terminal."""
-    from pll_harness.tools.common import parse_metrics
-
     if not 1 <= len(sentences) <= 2:
         raise ValueError("explain takes one sentence, or two to compare.")
     if scorers is None:

@@ -2,35 +2,36 @@
 metric side by side, optionally beside a causal LM's log-likelihood.
 
 Output is written in chunks and can be resumed: re-running with the same output file skips
-the sentences it already holds (matched by id and text).
+the sentences it already holds (matched by id and text).  One run at a time writes a file
+(see :mod:`pll_harness.tools.resumable`), and SIGINT/SIGTERM never cut a chunk in two
+(:mod:`pll_harness.tools.interrupts`).
 """
 
 from __future__ import annotations
 
-import csv
-import io
-import json
 import sys
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, TextIO
+from typing import TYPE_CHECKING, Any
 
-from pll_harness.tools.common import (
-    CausalScorer,
-    MLMScorers,
-    Sentence,
-    parse_metrics,
-    word_spans,
-)
+from pll_harness.file_formats import format_from_name
+from pll_harness.tools.causal import CausalScorer
+from pll_harness.tools.interrupts import InterruptGuard
+from pll_harness.tools.metrics import parse_metrics
+from pll_harness.tools.models import MLMScorers
+from pll_harness.tools.records import score_columns, score_fields
+from pll_harness.tools.resumable import DamagedOutput, RecordFile, csv_text, jsonl_text
+from pll_harness.tools.sentences import Sentence
+from pll_harness.tools.words import word_spans
+
+if TYPE_CHECKING:
+    import torch
 
 SENTENCE_FIELDS = ("id", "text", "n_tokens", "n_words", "n_multi_token_words")
 
 
 def sentence_columns(metrics: Sequence[str], causal: bool) -> list[str]:
-    columns = [*SENTENCE_FIELDS, *(f"pll_{m}" for m in metrics)]
-    if causal:
-        columns += ["causal_logprob", "causal_n_tokens"]
-    return columns
+    return [*SENTENCE_FIELDS, *score_columns(metrics, causal)]
 
 
 def token_columns(metrics: Sequence[str]) -> list[str]:
@@ -63,12 +64,8 @@ def score_sentences(
             "n_tokens": len(first.tokens),
             "n_words": len(spans),
             "n_multi_token_words": sum(1 for a, b in spans if b - a > 1),
+            **score_fields(per_metric, index, causal_scores),
         }
-        for metric in scorers.metrics:
-            record[f"pll_{metric}"] = per_metric[metric][index].logprob
-        if causal_scores is not None:
-            record["causal_logprob"] = causal_scores[index].logprob
-            record["causal_n_tokens"] = len(causal_scores[index].tokens)
         record["tokens"] = [
             {
                 "token_index": t,
@@ -86,9 +83,24 @@ def score_sentences(
     return records
 
 
-class _Writer:
-    """Appends records to a CSV (plus an optional per-token CSV) or a JSONL file and tells
-    which sentences an earlier run already wrote."""
+JSONL_NESTED = ("tokens", "causal_tokens", "causal_token_logprobs")
+"""Fields of a JSONL record that hold lists rather than one value."""
+
+DEFAULT_CHUNK_SIZES = {"cpu": 32, "accelerator": 1024}
+"""Sentences scored and written per step when ``chunk_size`` is not given: what an
+interruption can lose (a few seconds to a minute of work), large enough on an accelerator
+to fill its forward passes."""
+
+
+def default_chunk_size(device: torch.device | str) -> int:
+    kind = "cpu" if str(device).startswith("cpu") else "accelerator"
+    return DEFAULT_CHUNK_SIZES[kind]
+
+
+class _Output:
+    """Where records go: a resumable, locked output file (with a per-token CSV beside it
+    when asked for), or standard output.  ``done`` maps the ids an earlier run wrote to
+    their texts."""
 
     def __init__(
         self,
@@ -99,88 +111,67 @@ class _Writer:
         token_cols: list[str],
         overwrite: bool,
     ) -> None:
-        self.path, self.fmt, self.columns = path, fmt, columns
-        self.token_path, self.token_cols = token_path, token_cols
+        self.fmt, self.columns = fmt, columns
+        self.main: RecordFile | None = None
+        self.tokens: RecordFile | None = None
         self.done: dict[str, str] = {}
-        if path is not None and path.exists() and path.stat().st_size > 0 and not overwrite:
-            self.done = self._read_done()
-        if token_path is not None:
-            self._trim_token_file(overwrite)
-        mode = "a" if self.done else "w"
-        self.handle: TextIO = open(path, mode, encoding="utf-8", newline="") if path else sys.stdout  # noqa: SIM115
-        new_tokens = token_path is not None and (
-            not self.done or not token_path.exists() or token_path.stat().st_size == 0
-        )
-        self.tokens: TextIO | None = None
-        if token_path is not None:
-            self.tokens = open(token_path, "w" if new_tokens else "a", encoding="utf-8", newline="")  # noqa: SIM115
-        if fmt == "csv":
-            self.csv = csv.DictWriter(self.handle, columns, extrasaction="ignore")
-            if not self.done:
-                self.csv.writeheader()
-            if self.tokens is not None:
-                self.token_csv = csv.DictWriter(self.tokens, token_cols, extrasaction="ignore")
-                if new_tokens:
-                    self.token_csv.writeheader()
-
-    def _read_done(self) -> dict[str, str]:
-        assert self.path is not None
-        text = self.path.read_text(encoding="utf-8")
-        if not text.endswith("\n"):  # the last line was cut short by an interrupted run
-            text = text[: text.rfind("\n") + 1]
-            self.path.write_text(text, encoding="utf-8")
-        if self.fmt == "csv":
-            reader = csv.DictReader(io.StringIO(text, newline=""))
-            if reader.fieldnames != self.columns:
-                raise ValueError(
-                    f"{self.path} has columns {reader.fieldnames}, but this run writes "
-                    f"{self.columns} (other metrics or --causal?). Use another output "
-                    "file or --overwrite."
-                )
-            rows = list(reader)
-        else:
-            rows = [json.loads(line) for line in text.splitlines() if line.strip()]
-            if rows:
-                present = [k for k in rows[0] if k != "tokens" and not k.startswith("causal_tok")]
-                if set(present) != set(self.columns):
-                    raise ValueError(
-                        f"{self.path} has fields {present}, but this run writes "
-                        f"{self.columns} (other metrics or --causal?). Use another output "
-                        "file or --overwrite."
-                    )
-        return {str(row["id"]): str(row["text"]) for row in rows}
-
-    def _trim_token_file(self, overwrite: bool) -> None:
-        """Keep only the token rows of sentences the main file holds (a run stopped between
-        the two writes leaves extra rows)."""
-        path = self.token_path
-        if path is None or overwrite or not self.done or not path.exists():
+        if path is None:
+            if fmt == "csv":
+                self._print(csv_text(columns, [], header=True))
             return
-        with open(path, encoding="utf-8", newline="") as handle:
-            rows = [r for r in csv.DictReader(handle) if r["id"] in self.done]
-        with open(path, "w", encoding="utf-8", newline="") as handle:
-            writer = csv.DictWriter(handle, self.token_cols)
-            writer.writeheader()
-            writer.writerows(rows)
+        try:
+            self.main = RecordFile(path, fmt, columns, ("id",), overwrite, JSONL_NESTED)
+            self.done = {str(r["id"]): str(r["text"]) for r in self.main.records}
+            if token_path is not None:
+                self.tokens = RecordFile(
+                    token_path, "csv", token_cols, ("id", "token_index"), overwrite
+                )
+                self._match_tokens()
+        except BaseException:
+            self.close()
+            raise
+
+    def _match_tokens(self) -> None:
+        """Keep the token rows of the sentences the main file holds (a run stopped between
+        the two writes leaves rows of a sentence it never finished); refuse token rows that
+        do not match their sentence."""
+        assert self.main is not None and self.tokens is not None
+        n_tokens = {str(r["id"]): r["n_tokens"] for r in self.main.records}
+        kept = [r for r in self.tokens.records if r["id"] in n_tokens]
+        indices: dict[str, list[str]] = {}
+        for row in kept:
+            indices.setdefault(row["id"], []).append(row["token_index"])
+        for ident, found in indices.items():
+            count = str(n_tokens[ident])
+            if not count.isdigit() or found != [str(i) for i in range(int(count))]:
+                raise DamagedOutput(
+                    f"{self.tokens.path} does not match {self.main.path}: sentence {ident} "
+                    f"has {len(found)} token rows for {n_tokens[ident]} tokens. Use "
+                    "--overwrite or other output files."
+                )
+        if len(kept) != len(self.tokens.records):
+            self.tokens.replace(kept)
 
     def write(self, records: list[dict[str, Any]]) -> None:
-        for record in records:
-            if self.fmt == "csv":
-                if self.tokens is not None:
-                    for token in record["tokens"]:
-                        self.token_csv.writerow({"id": record["id"], **token})
-                self.csv.writerow(record)
-            else:
-                self.handle.write(json.dumps(record, ensure_ascii=False) + "\n")
+        """Tokens first: a sentence row is only ever written after its token rows."""
         if self.tokens is not None:
-            self.tokens.flush()
-        self.handle.flush()
+            self.tokens.append([{"id": r["id"], **t} for r in records for t in r["tokens"]])
+        if self.main is not None:
+            self.main.append(records)
+        elif self.fmt == "csv":
+            self._print(csv_text(self.columns, records, header=False))
+        else:
+            self._print(jsonl_text(records))
+
+    @staticmethod
+    def _print(text: str) -> None:
+        sys.stdout.write(text)
+        sys.stdout.flush()
 
     def close(self) -> None:
-        if self.handle is not sys.stdout:
-            self.handle.close()
-        if self.tokens is not None:
-            self.tokens.close()
+        for record_file in (self.main, self.tokens):
+            if record_file is not None:
+                record_file.close()
 
 
 def _output_format(path: str | None, explicit: str | None) -> str:
@@ -188,7 +179,7 @@ def _output_format(path: str | None, explicit: str | None) -> str:
         if explicit not in ("csv", "jsonl"):
             raise ValueError(f"Unknown output format {explicit!r}: use csv or jsonl.")
         return explicit
-    if path and path.lower().endswith((".jsonl", ".json")):
+    if path and format_from_name(path, compressions=()) == "jsonl":
         return "jsonl"
     return "csv"
 
@@ -201,7 +192,7 @@ def score_file(
     causal: str | None = None,
     output_format: str | None = None,
     token_output: str | Path | None = None,
-    chunk_size: int = 256,
+    chunk_size: int | None = None,
     overwrite: bool = False,
     progress: bool = True,
     device: str | None = None,
@@ -215,7 +206,16 @@ def score_file(
 
     CSV output has one row per sentence; ``token_output`` adds a per-token CSV (one row per
     token, all metrics side by side).  JSONL output puts the tokens inside each line.
+
+    Sentences are scored and written ``chunk_size`` at a time (default: 32 on the CPU, 1024
+    on an accelerator); SIGINT and SIGTERM stop the run after the chunk being written, and
+    what SIGKILL cuts short is dropped when the run is resumed.  The output files are
+    locked while the run writes them: a second run on the same output is refused.
     """
+    if chunk_size is not None and (
+        isinstance(chunk_size, bool) or not isinstance(chunk_size, int) or chunk_size < 1
+    ):
+        raise ValueError(f"chunk_size={chunk_size!r} is not valid; use a positive integer.")
     metric_list = scorers.metrics if scorers is not None else parse_metrics(metrics)
     fmt = _output_format(str(output) if output else None, output_format)
     if token_output is not None and fmt != "csv":
@@ -225,49 +225,52 @@ def score_file(
     ids = [s.id for s in sentences]
     if len(set(ids)) != len(ids):
         raise ValueError("Sentence ids are not unique; pick another id column.")
-    writer = _Writer(
-        Path(output) if output else None,
-        fmt,
-        sentence_columns(metric_list, causal is not None or causal_scorer is not None),
-        Path(token_output) if token_output else None,
-        token_columns(metric_list),
-        overwrite,
-    )
-    try:
-        for sentence in sentences:
-            seen = writer.done.get(sentence.id)
-            if seen is not None and seen != sentence.text:
-                raise ValueError(
-                    f"{output} already holds sentence id {sentence.id} with another text "
-                    f"({seen!r}); it was written for another input. Use --overwrite or "
-                    "another output file."
-                )
-        todo = [s for s in sentences if s.id not in writer.done]
-        if not todo:
-            return 0
-        scorers = scorers or MLMScorers(
-            model, metric_list, device=device, dtype=dtype, max_batch_tokens=max_batch_tokens
+    with InterruptGuard() as guard:
+        writer = _Output(
+            Path(output) if output else None,
+            fmt,
+            sentence_columns(metric_list, causal is not None or causal_scorer is not None),
+            Path(token_output) if token_output else None,
+            token_columns(metric_list),
+            overwrite,
         )
-        if causal_scorer is None and causal is not None:
-            causal_scorer = CausalScorer(causal, device=device)
-        bar = None
-        if progress:
-            from tqdm.auto import tqdm
-
-            bar = tqdm(
-                total=len(todo) * len(metric_list),
-                desc=f"scoring ({len(writer.done)} already done)" if writer.done else "scoring",
-                unit="sent×metric",
-                file=sys.stderr,
-            )
         try:
-            for start in range(0, len(todo), chunk_size):
-                writer.write(
-                    score_sentences(todo[start : start + chunk_size], scorers, causal_scorer, bar)
+            for sentence in sentences:
+                seen = writer.done.get(sentence.id)
+                if seen is not None and seen != sentence.text:
+                    raise ValueError(
+                        f"{output} already holds sentence id {sentence.id} with another text "
+                        f"({seen!r}); it was written for another input. Use --overwrite or "
+                        "another output file."
+                    )
+            todo = [s for s in sentences if s.id not in writer.done]
+            if not todo:
+                return 0
+            scorers = scorers or MLMScorers(
+                model, metric_list, device=device, dtype=dtype, max_batch_tokens=max_batch_tokens
+            )
+            if causal_scorer is None and causal is not None:
+                causal_scorer = CausalScorer(causal, device=device)
+            size = chunk_size or default_chunk_size(scorers.device)
+            bar = None
+            if progress:
+                from tqdm.auto import tqdm
+
+                bar = tqdm(
+                    total=len(todo) * len(metric_list),
+                    desc=f"scoring ({len(writer.done)} already done)" if writer.done else "scoring",
+                    unit="sent×metric",
+                    file=sys.stderr,
                 )
+            try:
+                for start in range(0, len(todo), size):
+                    chunk = todo[start : start + size]
+                    records = score_sentences(chunk, scorers, causal_scorer, bar)
+                    with guard.hold():
+                        writer.write(records)
+            finally:
+                if bar is not None:
+                    bar.close()
+            return len(todo)
         finally:
-            if bar is not None:
-                bar.close()
-        return len(todo)
-    finally:
-        writer.close()
+            writer.close()

@@ -1,0 +1,72 @@
+"""The masked LM the tools score with, loaded once with one scorer per metric, and how a
+model's name is shown."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+from pll_harness.tools.words import word_ids
+
+
+class MLMScorers:
+    """One masked LM, loaded once, with one :class:`~pll_harness.scorer.PLLScorer` per
+    metric (they share the model's weights)."""
+
+    def __init__(
+        self,
+        model: str,
+        metrics: Sequence[str],
+        device: str | None = None,
+        dtype: str | None = "auto",
+        max_batch_tokens: int | None = None,
+        tokenizer: str | None = None,
+        trust_remote_code: bool = False,
+    ) -> None:
+        from pll_harness.loading import load_masked_lm
+        from pll_harness.scorer import PLLScorer
+
+        self.name = model
+        loaded = load_masked_lm(
+            model,
+            tokenizer=tokenizer,
+            dtype=dtype,
+            device=device,
+            trust_remote_code=trust_remote_code,
+        )
+        self.tokenizer = loaded.tokenizer
+        self.device = loaded.device
+        self.metrics = list(metrics)
+        self.scorers = {
+            metric: PLLScorer(
+                loaded.model,
+                loaded.tokenizer,
+                pll_metric=metric,
+                device=loaded.device,
+                max_batch_tokens=max_batch_tokens,
+            )
+            for metric in self.metrics
+        }
+
+    def score(
+        self, texts: Sequence[str], progress: Callable[[int], None] | None = None
+    ) -> dict[str, list[Any]]:
+        """``{metric: [SentenceScore per text]}``."""
+        return {m: s.score(texts, progress) for m, s in self.scorers.items()}
+
+    def score_requests(
+        self, requests: Sequence[tuple[str, str]], progress: Callable[[int], None] | None = None
+    ) -> dict[str, list[Any]]:
+        return {m: s.score_requests(requests, progress) for m, s in self.scorers.items()}
+
+    def word_ids(self, text: str) -> list[int]:
+        """The word index of each scored token of ``text`` (as PLL sees the words)."""
+        return word_ids(self.tokenizer, text)
+
+
+def short_model_name(name: str) -> str:
+    """A local folder shows as its last component; a hub name stays as it is."""
+    if name.startswith(("/", ".", "~")) or Path(name).is_dir():
+        return Path(name.rstrip("/")).name or name
+    return name

@@ -1,0 +1,26 @@
+"""matplotlib without a display, imported only when a figure is drawn."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+
+def pyplot() -> Any:
+    """matplotlib's pyplot on the non-interactive Agg backend (no display needed)."""
+    try:
+        import matplotlib
+    except ImportError as error:  # pragma: no cover - depends on the environment
+        raise ImportError("Plots need matplotlib: pip install 'pll-harness[tools]'.") from error
+    matplotlib.use("Agg", force=True)
+    import matplotlib.pyplot as plt
+
+    return plt
+
+
+def save_figure(fig: Any, path: str | Path, dpi: int = 150) -> Path:
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=dpi, bbox_inches="tight")
+    pyplot().close(fig)
+    return path

@@ -1,0 +1,111 @@
+"""Sentences in: text, CSV/TSV and JSONL files (optionally gzipped) or standard input, and
+the packaged EventsAdapt pairs."""
+
+from __future__ import annotations
+
+import csv
+import gzip
+import io
+import json
+import sys
+from dataclasses import dataclass
+
+from pll_harness.file_formats import format_from_name
+
+TEXT_COLUMNS = ("sentence", "text", "sent", "sentences")
+INPUT_FORMATS = ("txt", "csv", "tsv", "jsonl")
+
+
+@dataclass(frozen=True)
+class Sentence:
+    id: str
+    text: str
+
+
+def detect_format(path: str | None, explicit: str | None = None) -> str:
+    """``txt``, ``csv``, ``tsv`` or ``jsonl`` from ``explicit`` or the file name (``.gz``
+    set aside); any other name is a text file."""
+    if explicit:
+        if explicit not in INPUT_FORMATS:
+            raise ValueError(f"Unknown input format {explicit!r}: use txt, csv, tsv or jsonl.")
+        return explicit
+    if path is None or path == "-":
+        return "txt"
+    fmt = format_from_name(path, compressions=(".gz",))
+    return fmt if fmt in INPUT_FORMATS else "txt"
+
+
+def _open_text(path: str) -> io.TextIOBase:
+    if path == "-":
+        return sys.stdin  # type: ignore[return-value]
+    if path.endswith(".gz"):
+        return gzip.open(path, "rt", encoding="utf-8")  # type: ignore[return-value]
+    return open(path, encoding="utf-8", newline="")
+
+
+def read_sentences(
+    path: str,
+    column: str | None = None,
+    id_column: str | None = None,
+    fmt: str | None = None,
+) -> list[Sentence]:
+    """Sentences from a text file (one per line; blank lines skipped), a CSV/TSV file or a
+    JSONL file (``column`` names the text field; by default ``sentence`` or ``text``, or the
+    only column).  ``-`` reads standard input.  Ids are ``id_column``'s values, else the
+    sentence's 0-based position among the sentences read."""
+    fmt = detect_format(path, fmt)
+    with _open_text(path) as handle:
+        if fmt == "txt":
+            texts = [line.strip() for line in handle]
+            return [Sentence(str(i), t) for i, t in enumerate(t for t in texts if t)]
+        if fmt in ("csv", "tsv"):
+            rows = list(csv.DictReader(handle, delimiter="," if fmt == "csv" else "\t"))
+            fields = list(rows[0].keys()) if rows else []
+        else:
+            rows = [json.loads(line) for line in handle if line.strip()]
+            fields = list(rows[0].keys()) if rows else []
+    if not rows:
+        return []
+    text_column = _pick_column(fields, column, path)
+    if id_column is not None and id_column not in fields:
+        raise ValueError(f"{path}: no id column {id_column!r}; columns are {fields}.")
+    sentences = []
+    for index, row in enumerate(rows):
+        text = row.get(text_column)
+        if text is None or not str(text).strip():
+            raise ValueError(f"{path}: row {index + 1} has an empty {text_column!r}.")
+        ident = str(row[id_column]) if id_column is not None else str(index)
+        sentences.append(Sentence(ident, str(text).strip()))
+    return sentences
+
+
+def _pick_column(fields: list[str], column: str | None, path: str) -> str:
+    if column is not None:
+        if column not in fields:
+            raise ValueError(f"{path}: no column {column!r}; columns are {fields}.")
+        return column
+    for name in TEXT_COLUMNS:
+        if name in fields:
+            return name
+    if len(fields) == 1:
+        return fields[0]
+    raise ValueError(
+        f"{path}: which column holds the sentences? Pass --column (columns: {fields})."
+    )
+
+
+def eventsadapt_sentences(limit: int | None = None) -> list[Sentence]:
+    """Every sentence of the packaged EventsAdapt pairs (plausible and implausible), with
+    ids like ``12-active-good``; ``limit`` keeps the first pairs only."""
+    from pll_harness.tasks.catalog import EVENTSADAPT_PAIRS
+
+    sentences = []
+    with gzip.open(EVENTSADAPT_PAIRS, "rt", encoding="utf-8") as handle:
+        for index, line in enumerate(handle):
+            if limit is not None and index >= limit:
+                break
+            row = json.loads(line)
+            stem = f"{row['ItemNum']}-{row['Voice']}-{row['NumSyn']}"
+            sentences.append(Sentence(f"{stem}-good", row["sentence_good"]))
+            sentences.append(Sentence(f"{stem}-bad", row["sentence_bad"]))
+    return sentences

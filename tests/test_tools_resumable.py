@@ -1,0 +1,142 @@
+"""Record files of ``pll-harness score``: one writer at a time, and resuming that drops
+only a record cut short by a killed write and refuses every other kind of damage."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from pll_harness.tools.resumable import DamagedOutput, RecordFile, csv_text, jsonl_text
+
+COLUMNS = ["id", "text", "score"]
+ROWS = [
+    {"id": "0", "text": "Plain text.", "score": "-1.5"},
+    {"id": "1", "text": 'Stephen\nKing said "hi", twice.\r\nThen left.', "score": "-2.25"},
+    {"id": "2", "text": "Line\u2028separator and \x85 next-line.", "score": "-3.0"},
+]
+
+
+def write(path, fmt, rows=ROWS):
+    text = csv_text(COLUMNS, rows, header=True) if fmt == "csv" else jsonl_text(rows)
+    path.write_bytes(text.encode("utf-8"))
+    return text.encode("utf-8")
+
+
+def reopen(path, fmt, **kwargs) -> list[dict]:
+    record_file = RecordFile(path, fmt, COLUMNS, ("id",), **kwargs)
+    try:
+        return record_file.records
+    finally:
+        record_file.close()
+
+
+@pytest.mark.parametrize("fmt", ["csv", "jsonl"])
+def test_whole_records_read_back(tmp_path, fmt):
+    path = tmp_path / f"out.{fmt}"
+    data = write(path, fmt)
+    assert reopen(path, fmt) == ROWS
+    assert path.read_bytes() == data
+
+
+@pytest.mark.parametrize("fmt", ["csv", "jsonl"])
+def test_a_record_cut_anywhere_is_dropped_and_the_rest_kept(tmp_path, fmt):
+    """Cut at every byte of the last two records (inside quoted newlines, inside a UTF-8
+    character): the whole records before the cut come back, the file is trimmed to them."""
+    path = tmp_path / f"out.{fmt}"
+    data = write(path, fmt)
+    whole = [write(path, fmt, ROWS[:n]) for n in range(len(ROWS) + 1)]
+    for cut in range(len(whole[1]), len(data)):
+        path.write_bytes(data[:cut])
+        kept = max(n for n in range(len(ROWS) + 1) if len(whole[n]) <= cut)
+        assert reopen(path, fmt) == ROWS[:kept], cut
+        assert path.read_bytes() == whole[kept], cut
+
+
+def test_a_cut_header_starts_afresh(tmp_path):
+    path = tmp_path / "out.csv"
+    path.write_text("id,te")
+    assert reopen(path, "csv") == []
+    assert path.read_bytes() == b"id,text,score\r\n"
+
+
+def test_csv_written_with_plain_newlines_is_read(tmp_path):
+    path = tmp_path / "out.csv"
+    path.write_text("id,text,score\n0,Plain text.,-1.5\n")
+    assert reopen(path, "csv") == ROWS[:1]
+
+
+@pytest.mark.parametrize("fmt", ["csv", "jsonl"])
+def test_duplicate_ids_are_refused(tmp_path, fmt):
+    path = tmp_path / f"out.{fmt}"
+    write(path, fmt, [*ROWS, ROWS[0]])
+    with pytest.raises(DamagedOutput, match="holds id 0 twice"):
+        reopen(path, fmt)
+
+
+def test_a_fragment_between_records_is_refused(tmp_path):
+    """What two interleaved writers leave: a cut row followed by more rows."""
+    path = tmp_path / "out.csv"
+    header_and_first = csv_text(COLUMNS, ROWS[:1], header=True)
+    path.write_text(
+        header_and_first + "1,Stephen" + csv_text(COLUMNS, ROWS[2:], header=False), newline=""
+    )
+    with pytest.raises(DamagedOutput, match="broken after its first 1 records"):
+        reopen(path, "csv")
+    path.write_text(header_and_first + "1,Stephen,-2.0,extra\r\n", newline="")
+    with pytest.raises(DamagedOutput, match="broken"):
+        reopen(path, "csv")
+
+
+def test_a_broken_jsonl_line_is_refused(tmp_path):
+    path = tmp_path / "out.jsonl"
+    path.write_text(jsonl_text(ROWS[:1]) + '{"id": "1", "te\n' + jsonl_text(ROWS[2:]))
+    with pytest.raises(DamagedOutput, match="line 2"):
+        reopen(path, "jsonl")
+
+
+@pytest.mark.parametrize("fmt", ["csv", "jsonl"])
+def test_other_columns_are_refused(tmp_path, fmt):
+    path = tmp_path / f"out.{fmt}"
+    write(path, fmt)
+    with pytest.raises(ValueError, match="has columns"):
+        RecordFile(path, fmt, ["id", "text"], ("id",))
+
+
+def test_an_unrelated_file_is_not_truncated(tmp_path):
+    path = tmp_path / "notes.csv"
+    path.write_text("my own notes")
+    with pytest.raises(DamagedOutput):
+        reopen(path, "csv")
+    assert path.read_text() == "my own notes"
+
+
+def test_nested_jsonl_fields_are_allowed(tmp_path):
+    path = tmp_path / "out.jsonl"
+    path.write_text(json.dumps({**ROWS[0], "tokens": [1, 2]}) + "\n")
+    assert reopen(path, "jsonl", nested=("tokens",))[0]["tokens"] == [1, 2]
+
+
+def test_a_second_writer_is_refused_until_the_first_closes(tmp_path):
+    path = tmp_path / "out.csv"
+    first = RecordFile(path, "csv", COLUMNS, ("id",))
+    try:
+        with pytest.raises(ValueError, match="being written by another process"):
+            RecordFile(path, "csv", COLUMNS, ("id",))
+        first.append(ROWS)
+    finally:
+        first.close()
+    assert reopen(path, "csv") == ROWS
+
+
+def test_overwrite_and_replace(tmp_path):
+    path = tmp_path / "out.csv"
+    write(path, "csv")
+    record_file = RecordFile(path, "csv", COLUMNS, ("id",), overwrite=True)
+    try:
+        assert record_file.records == []
+        record_file.append(ROWS[:2])
+        record_file.replace(ROWS[1:2])
+    finally:
+        record_file.close()
+    assert reopen(path, "csv") == ROWS[1:2]
