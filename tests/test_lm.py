@@ -219,7 +219,7 @@ def test_device_and_batch_size_may_sit_in_model_args(monkeypatch, tiny_bert_dir,
     model_args = f"pretrained={tiny_bert_dir},device=cpu,batch_size=4,max_batch_size=3"
     lm = lm_from_cli(monkeypatch, "--model_args", model_args)
     assert lm.device == torch.device("cpu")
-    assert lm.scorer.runner.batching.batch_size == 3
+    assert lm.scorer.batching.batch_size == 3
     config = lm_eval_cli_config(monkeypatch, "--model_args", model_args, "--tasks", "unit_pairs")
     write_pair_task(tmp_path, "unit_pairs", [("A cat sat.", "A sat cat.")])
     results = lm_eval.simple_evaluate(
@@ -253,12 +253,12 @@ def test_packing_is_the_default_and_max_batch_size_caps_it(monkeypatch, tiny_ber
     """lm-eval sends batch_size=1 unless told otherwise; packing copies of many sentences
     under the token budget must still be what a plain command gets."""
     plain = lm_from_cli(monkeypatch, "--model_args", f"pretrained={tiny_bert_dir}")
-    assert plain.scorer.runner.batching.batch_size is None
+    assert plain.scorer.batching.batch_size is None
     for argv in (
         ["--model_args", f"pretrained={tiny_bert_dir}", "--max_batch_size", "2"],
         ["--model_args", f"pretrained={tiny_bert_dir},max_batch_size=2", "--batch_size", "8"],
     ):
-        assert lm_from_cli(monkeypatch, *argv).scorer.runner.batching.batch_size == 2
+        assert lm_from_cli(monkeypatch, *argv).scorer.batching.batch_size == 2
     requests = [instance("loglikelihood", ("", s)) for s in ("A cat sat.", "The dog ran off.")]
     capped = PLLMaskedLM(pretrained=tiny_bert_dir, device="cpu", max_batch_size=1)
     packed, one_by_one = plain.loglikelihood(requests), capped.loglikelihood(requests)

@@ -24,6 +24,9 @@ Look inside pseudo-log-likelihood (PLL) scores of masked language models.
             out-of-vocabulary words, agreement with a causal LM; markdown + plots
   compare   leaderboard (BLiMP, EventsAdapt, CrowS-Pairs, CLAMS, Zorro, any task) from
             lm-eval result files
+  crows-pairs
+            CrowS-Pairs scored as its paper does: PLL of the tokens the two sentences
+            share, the share of pairs where the more stereotyping one wins
 
 Run `pll-harness <command> --help` for the options of each."""
 
@@ -33,7 +36,8 @@ examples:
   pll-harness explain --model bert-base-cased "The traveler lost the souvenir." --plot fig.png
   pll-harness explain --model bert-base-cased "She is a nurse." "He is a nurse."
   pll-harness diagnose --model bert-base-cased --dataset eventsadapt --causal gpt2
-  pll-harness compare results/ -o leaderboard/"""
+  pll-harness compare results/ -o leaderboard/
+  pll-harness crows-pairs --model bert-base-uncased --metric original -o crows.csv"""
 
 FORMATTER = argparse.RawDescriptionHelpFormatter
 
@@ -330,6 +334,71 @@ def run_compare(args: argparse.Namespace) -> None:
     print(f"\nwritten to {args.output_dir}/leaderboard.{{md,csv,png}}", file=sys.stderr)
 
 
+# --------------------------------------------------------------------------- crows-pairs
+
+
+def add_crows_pairs(commands: Subparsers) -> argparse.ArgumentParser:
+    crows = commands.add_parser(
+        "crows-pairs",
+        formatter_class=FORMATTER,
+        help="CrowS-Pairs with its paper's shared-token score",
+        description="Score each pair of CrowS-Pairs (Nangia et al. 2020) the way its paper\n"
+        "does: each sentence's PLL over the tokens both sentences share, the tokens in which\n"
+        "they differ staying visible. Prints, per metric, the share of pairs in which the\n"
+        "more stereotyping sentence scores higher (50 % = no preference), over all pairs, by\n"
+        "direction and by bias type. --metric original gives the paper's per-sentence\n"
+        "scores; the other metrics apply their masking within the shared tokens. lm-eval's\n"
+        "crows_pairs_pll task scores whole sentences instead.",
+        epilog="example:\n  pll-harness crows-pairs -m bert-base-uncased --metric original "
+        "-o crows.csv",
+    )
+    _add_model_options(crows)
+    crows.add_argument(
+        "--pairs",
+        metavar="FILE",
+        help="CSV/TSV/JSONL with sent_more and sent_less (and bias_type, stereo_antistereo); "
+        "default: the packaged CrowS-Pairs, 1,508 pairs",
+    )
+    crows.add_argument("--output", "-o", metavar="CSV", help="write every pair's scores here")
+    crows.add_argument(
+        "--max-batch-tokens",
+        type=positive_int,
+        default=None,
+        metavar="N",
+        help="tokens per forward pass (default: engine's choice)",
+    )
+    return crows
+
+
+def run_crows_pairs(args: argparse.Namespace) -> None:
+    from pll_harness.tools.crows_pairs import read_pairs, score_pairs, summary, write_scores
+    from pll_harness.tools.tables import fmt_number, markdown_table
+
+    results = score_pairs(
+        read_pairs(args.pairs),
+        args.model,
+        args.metric,
+        device=args.device,
+        max_batch_tokens=args.max_batch_tokens,
+    )
+    rows = summary(results)
+    metrics = list(results[0].more) if results else []
+    header = ["group", "pairs", *(f"pct_stereotype {m}" for m in metrics)]
+    print(
+        markdown_table(
+            header,
+            (
+                [row["group"], row["pairs"]]
+                + [fmt_number(row[f"pct_stereotype_{m}"]) for m in metrics]
+                for row in rows
+            ),
+        )
+    )
+    if args.output:
+        write_scores(results, args.output)
+        print(f"pair scores -> {args.output}", file=sys.stderr)
+
+
 # --------------------------------------------------------------------------- the command
 
 COMMANDS: dict[
@@ -340,6 +409,7 @@ COMMANDS: dict[
     "explain": (add_explain, run_explain),
     "diagnose": (add_diagnose, run_diagnose),
     "compare": (add_compare, run_compare),
+    "crows-pairs": (add_crows_pairs, run_crows_pairs),
 }
 """Each sub-command's parser and handler, in the order ``--help`` lists them."""
 

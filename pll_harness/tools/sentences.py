@@ -54,18 +54,14 @@ def read_sentences(
     only column).  ``-`` reads standard input.  Ids are ``id_column``'s values, else the
     sentence's 0-based position among the sentences read."""
     fmt = detect_format(path, fmt)
-    with _open_text(path) as handle:
-        if fmt == "txt":
+    if fmt == "txt":
+        with _open_text(path) as handle:
             texts = [line.strip() for line in handle]
-            return [Sentence(str(i), t) for i, t in enumerate(t for t in texts if t)]
-        if fmt in ("csv", "tsv"):
-            rows = list(csv.DictReader(handle, delimiter="," if fmt == "csv" else "\t"))
-            fields = list(rows[0].keys()) if rows else []
-        else:
-            rows = [json.loads(line) for line in handle if line.strip()]
-            fields = list(rows[0].keys()) if rows else []
+        return [Sentence(str(i), t) for i, t in enumerate(t for t in texts if t)]
+    rows = read_rows(path, fmt)
     if not rows:
         return []
+    fields = list(rows[0].keys())
     text_column = _pick_column(fields, column, path)
     if id_column is not None and id_column not in fields:
         raise ValueError(f"{path}: no id column {id_column!r}; columns are {fields}.")
@@ -77,6 +73,17 @@ def read_sentences(
         ident = str(row[id_column]) if id_column is not None else str(index)
         sentences.append(Sentence(ident, str(text).strip()))
     return sentences
+
+
+def read_rows(path: str, fmt: str | None = None) -> list[dict]:
+    """The records of a CSV/TSV or JSONL file (optionally .gz; ``-`` reads standard input)."""
+    fmt = detect_format(path, fmt)
+    if fmt not in ("csv", "tsv", "jsonl"):
+        raise ValueError(f"{path}: a table is needed (.csv, .tsv or .jsonl), not {fmt}.")
+    with _open_text(path) as handle:
+        if fmt == "jsonl":
+            return [json.loads(line) for line in handle if line.strip()]
+        return list(csv.DictReader(handle, delimiter="," if fmt == "csv" else "\t"))
 
 
 def _pick_column(fields: list[str], column: str | None, path: str) -> str:
