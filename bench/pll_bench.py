@@ -311,6 +311,7 @@ def worker_ours(spec: dict[str, Any]) -> dict[str, Any]:
     scorer.score(texts[:WARMUP_SENTENCES])
     rss_warm = _current_rss_mb()
     seconds, results = _timed_score(scorer, texts, spec["device"], torch)
+    peak = {"peak_rss_mb": _peak_rss_mb(), **_cuda_stats(torch, spec["device"])}
     phases, copies = _phases(scorer, texts, spec["device"], torch, spec.get("profile_gpu"))
     specials = scorer.specials.count
     out = {
@@ -322,14 +323,13 @@ def worker_ours(spec: dict[str, Any]) -> dict[str, Any]:
         "targets": [len(r.tokens) for r in results],
         "lengths": [len(r.tokens) + specials for r in results],
         "copies": copies,
-        "peak_rss_mb": _peak_rss_mb(),
+        **peak,
         "rss_after_load_mb": rss_loaded,
         "rss_after_warmup_mb": rss_warm,
         "max_batch_tokens": scorer.batching.max_batch_tokens,
         "attn_implementation": getattr(scorer.model.config, "_attn_implementation", None),
         "torch": torch.__version__,
     }
-    out.update(_cuda_stats(torch, spec["device"]))
     if spec.get("long_tokens"):
         out["long"] = _long_check(scorer, spec)
     return out
@@ -393,8 +393,13 @@ def worker_baseline(spec: dict[str, Any]) -> dict[str, Any]:
     scorer = _load_ours(spec)
     scorer.score(spec["texts"][:WARMUP_SENTENCES])
     seconds, results = _timed_score(scorer, spec["texts"], spec["device"], torch)
-    return {"engine": f"baseline {spec['revision']}", "seconds": seconds,
-            "scores": [r.logprob for r in results], "peak_rss_mb": _peak_rss_mb()}  # fmt: skip
+    return {
+        "engine": f"baseline {spec['revision']}",
+        "seconds": seconds,
+        "scores": [r.logprob for r in results],
+        "peak_rss_mb": _peak_rss_mb(),
+        **_cuda_stats(torch, spec["device"]),
+    }
 
 
 def _long_check(scorer: Any, spec: dict[str, Any]) -> dict[str, Any]:
@@ -839,9 +844,9 @@ def markdown(report: dict[str, Any]) -> str:
     lines.append("")
     lines.append(
         "Seconds: `score()` of all sentences after a warm-up of 8, model loading not included. "
-        "Memory: peak RSS of the engine's own process (model load included) on CPU, max "
-        "allocated on CUDA. Speed-up, memory ratio and max abs diff (nats per sentence) "
-        "compare our row with the row they stand on."
+        "Memory: peak RSS of the engine's own process up to the end of that `score()` (model "
+        "load included) on CPU, max allocated on CUDA. Speed-up, memory ratio and max abs diff "
+        "(nats per sentence) compare our row with the row they stand on."
     )
     lines.append(
         "Other busy processes at end: "

@@ -66,7 +66,7 @@ class PLLMaskedLM(LM):
     Model args: ``pretrained`` (hub name, local folder or a loaded model), ``tokenizer``,
     ``revision``, ``trust_remote_code``, ``pll_metric`` (original, word_l2r, whole_word,
     sentence_l2r), ``device``, ``dtype`` (auto, float32, bfloat16, float16),
-    ``max_batch_tokens`` (padded tokens per forward pass), ``max_batch_size`` (at most this
+    ``max_batch_tokens`` (tokens per forward pass), ``max_batch_size`` (at most this
     many sentences per forward pass; default: as many as fit in ``max_batch_tokens``),
     ``batch_size`` (accepted because lm-eval always passes one; it does not limit anything:
     see ``create_from_arg_obj``), ``max_length``, ``attn_implementation``, ``parallelize``,

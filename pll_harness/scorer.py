@@ -308,12 +308,11 @@ def check_sizes(**sizes: Any) -> None:
 def default_batch_tokens(model: torch.nn.Module, device: torch.device) -> int:
     """A token budget per forward pass that keeps activations well inside memory.
 
-    On CPU, 512 tokens already keep the matrix multiplications at full speed (benchmarked
-    in ``pll_harness.bench``: a 768-wide encoder's GEMMs run as fast with 512-8192 rows, and
-    64 bert-base BLiMP sentences take the same time at 512 and 1024), while a bigger budget
-    adds padding (each batch spans more lengths: 2.1% padded tokens at 1024 and 15% at 8192
-    on BLiMP) and activation memory (peak RSS 16 MB lower at 512 than at 1024).  On a GPU
-    the budget grows with free memory, estimated from the model's width and depth.
+    On CPU, 512 tokens already keep the matrix multiplications at full speed (measured
+    with ``bench/pll_bench.py``: a 768-wide encoder's GEMMs run as fast with 512-8192 rows,
+    and 64 bert-base BLiMP sentences take the same time at 512 and 1024), while a bigger
+    budget only adds activation memory (peak RSS 16 MB lower at 512 than at 1024).  On a
+    GPU the budget grows with free memory, estimated from the model's width and depth.
     """
     if device.type != "cuda":
         return 512

@@ -58,11 +58,16 @@ def float64_model(model: torch.nn.Module) -> torch.nn.Module:
 
 
 @torch.no_grad()
-def naive_pll(
-    model64: torch.nn.Module, tokenizer, context: str, continuation: str, metric: str
+def naive_scores(
+    model64: torch.nn.Module,
+    tokenizer,
+    ids: list[int],
+    words: list,
+    targets: list[int],
+    metric: str,
 ) -> list[float]:
-    """Per-target log-probabilities of the continuation, one forward pass per target."""
-    ids, words, targets = target_positions(tokenizer, context, continuation)
+    """Log-probability of each target of ``ids``, one forward pass per target, with the
+    metric's mask; tokens that are not targets stay visible."""
     scores = []
     for target in targets:
         masked = list(ids)
@@ -71,3 +76,11 @@ def naive_pll(
         logits = model64(input_ids=torch.tensor([masked])).logits[0, target]
         scores.append(float(torch.log_softmax(logits.double(), -1)[ids[target]]))
     return scores
+
+
+def naive_pll(
+    model64: torch.nn.Module, tokenizer, context: str, continuation: str, metric: str
+) -> list[float]:
+    """Per-target log-probabilities of the continuation, one forward pass per target."""
+    ids, words, targets = target_positions(tokenizer, context, continuation)
+    return naive_scores(model64, tokenizer, ids, words, targets, metric)

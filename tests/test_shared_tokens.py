@@ -14,8 +14,7 @@ import difflib
 import math
 
 import pytest
-import torch
-from reference_pll import float64_model, masked_set
+from reference_pll import float64_model, naive_scores
 
 from pll_harness.metrics import PLL_METRICS
 from pll_harness.scorer import PLLScorer
@@ -55,7 +54,6 @@ def paper_shared(first: list[int], second: list[int]) -> tuple[list[int], list[i
     return one, two
 
 
-@torch.no_grad()
 def naive_shared(model64, tokenizer, first: str, second: str, metric: str):
     encodings = [tokenizer(s) for s in (first, second)]
     spans = paper_shared(*(e["input_ids"] for e in encodings))
@@ -63,13 +61,7 @@ def naive_shared(model64, tokenizer, first: str, second: str, metric: str):
     for encoding, span in zip(encodings, spans, strict=True):
         ids, words = encoding["input_ids"], encoding.word_ids()
         targets = [p for p in span if words[p] is not None]
-        scores = []
-        for target in targets:
-            masked = list(ids)
-            for j in masked_set(words, targets, target, metric):
-                masked[j] = tokenizer.mask_token_id
-            logits = model64(input_ids=torch.tensor([masked])).logits[0, target]
-            scores.append(float(torch.log_softmax(logits, -1)[ids[target]]))
+        scores = naive_scores(model64, tokenizer, ids, words, targets, metric)
         results.append(([ids[t] for t in targets], scores))
     return results
 

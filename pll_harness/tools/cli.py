@@ -146,7 +146,7 @@ def add_score(commands: Subparsers) -> argparse.ArgumentParser:
         type=positive_int,
         default=None,
         metavar="N",
-        help="padded tokens per forward pass (default: engine's choice)",
+        help="tokens per forward pass (default: engine's choice)",
     )
     score.add_argument("--no-progress", action="store_true", help="no progress bar")
     return score
