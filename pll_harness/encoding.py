@@ -33,10 +33,6 @@ class Encoded:
     word_ids: tuple[int, ...]
     first_target: int
 
-    @property
-    def n_targets(self) -> int:
-        return len(self.ids) - self.first_target
-
 
 @dataclass(frozen=True)
 class Encodings:
