@@ -252,7 +252,7 @@ def _rust_encodings(tokenizer: Any, texts: list[str]) -> list[Any]:
 def _encode_slow(tokenizer: Any, text: str, boundary: int) -> Encoded:
     """Slow tokenizers give neither offsets nor words: the context is the longest run of
     leading tokens that the context alone also produces, and each token is its own word
-    (only ``original`` and ``sentence_l2r`` accept that; see require_fast_tokenizer)."""
+    (only metrics that are not word-level accept that; see require_fast_tokenizer)."""
     if not text:
         return Encoded((), (), 0)
     ids = tuple(tokenizer(text, add_special_tokens=False, verbose=False)["input_ids"])

@@ -64,8 +64,9 @@ class PLLMaskedLM(LM):
     """Pseudo-log-likelihood scoring of a masked LM (Salazar et al. 2020; Kauf & Ivanova 2023).
 
     Model args: ``pretrained`` (hub name, local folder or a loaded model), ``tokenizer``,
-    ``revision``, ``trust_remote_code``, ``pll_metric`` (original, word_l2r, whole_word,
-    sentence_l2r), ``device``, ``dtype`` (auto, float32, bfloat16, float16),
+    ``revision``, ``trust_remote_code``, ``pll_metric`` (a name of
+    :data:`pll_harness.metrics.PLL_METRICS`), ``device``, ``dtype`` (auto, float32,
+    bfloat16, float16),
     ``max_batch_tokens`` (tokens per forward pass), ``max_batch_size`` (at most this
     many sentences per forward pass; default: as many as fit in ``max_batch_tokens``),
     ``batch_size`` (accepted because lm-eval always passes one; it does not limit anything:
