@@ -308,11 +308,11 @@ def check_sizes(**sizes: Any) -> None:
 def default_batch_tokens(model: torch.nn.Module, device: torch.device) -> int:
     """A token budget per forward pass that keeps activations well inside memory.
 
-    On CPU, 512 tokens already keep the matrix multiplications at full speed (measured
-    with ``bench/pll_bench.py``: a 768-wide encoder's GEMMs run as fast with 512-8192 rows,
-    and 64 bert-base BLiMP sentences take the same time at 512 and 1024), while a bigger
-    budget only adds activation memory (peak RSS 16 MB lower at 512 than at 1024).  On a
-    GPU the budget grows with free memory, estimated from the model's width and depth.
+    On CPU, 512 tokens keep peak memory within a third of minicons' (bench/README.md): on
+    the latest measurement 1024 ran 7-15% faster on 100 bert-base BLiMP sentences but
+    raised the peak by 8 MB, which that bound cannot spare, and bigger budgets add
+    activation memory only.  On a GPU the budget grows with free memory, estimated from
+    the model's width and depth.
     """
     if device.type != "cuda":
         return 512
@@ -353,10 +353,8 @@ def score(
     word_l2r and ``kwargs`` go to :meth:`PLLScorer.from_pretrained`) or an existing
     :class:`PLLScorer`, whose metric and settings are fixed: asking it for another metric or
     setting is an error rather than a silently different score.  One string is one text
-    (as in minicons), never a sequence of one-character texts.
+    (as in minicons), never a sequence of one-character texts (:meth:`PLLScorer.score`).
     """
-    if isinstance(texts, str):
-        texts = [texts]
     check_sizes(**{name: kwargs[name] for name in SIZE_ARGUMENTS if name in kwargs})
     if isinstance(model, PLLScorer):
         if kwargs or (pll_metric is not None and pll_metric != model.metric):
