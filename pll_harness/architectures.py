@@ -2,9 +2,11 @@
 
 Each :class:`Architecture` names a transformers ``*ForMaskedLM`` class and says
 
-- how its MLM head turns hidden rows into logits, using the model's own head modules, so
-  that scoring can run the head on the target rows only (see :mod:`pll_harness.heads`);
-  the encoder is always the model's ``base_model``;
+- how its MLM head turns hidden rows into logits: the model's own modules up to the
+  vocabulary projection, then that projection's weight and bias (a :class:`Head`), so
+  that scoring can run the head on the target rows only (see :mod:`pll_harness.heads`)
+  and write the logits into a buffer it reuses; the encoder is always the model's
+  ``base_model``;
 - how many of its ``max_position_embeddings`` an input can use: fairseq-style models
   (RoBERTa and its descendants) number positions from ``pad_token_id + 1``, so their
   table holds ``pad_token_id + 1`` rows that no input reaches.
@@ -23,8 +25,31 @@ from typing import Any
 
 import torch
 
-Head = Callable[[torch.Tensor], torch.Tensor]
-"""Hidden rows ``[rows x hidden]`` to logits ``[rows x vocab]``."""
+Transform = Callable[[torch.Tensor], torch.Tensor]
+Projection = Callable[[], tuple[torch.Tensor, torch.Tensor | None]]
+
+
+@dataclass(frozen=True)
+class Head:
+    """An MLM head as its two steps: ``transform`` (hidden rows to the projection's input)
+    and the affine projection onto the vocabulary, ``rows @ weight.T + bias``, whose
+    ``(weight, bias)`` ``projection`` returns when called (so a model moved to another
+    device after the split is still read correctly).
+
+    The projection is done here rather than by the model's module so that the caller can
+    pass ``out``: on the CPU a fresh logits tensor for every chunk cost more than the
+    projection itself, its pages being faulted in anew each time (bench/README.md).
+    """
+
+    transform: Transform
+    projection: Projection
+
+    def __call__(self, hidden: torch.Tensor, out: torch.Tensor | None = None) -> torch.Tensor:
+        rows = self.transform(hidden)
+        weight, bias = self.projection()
+        if bias is None:
+            return torch.mm(rows, weight.t(), out=out)
+        return torch.addmm(bias, rows, weight.t(), out=out)
 
 
 def no_offset(config: Any) -> int:
@@ -46,47 +71,67 @@ class Architecture:
     position_offset: Callable[[Any], int]
 
 
-def _attribute_head(name: str) -> Callable[[torch.nn.Module], Head]:
-    """The head is one submodule, called on the hidden rows."""
-    return lambda model: getattr(model, name)
+def _linear(module: torch.nn.Linear) -> Projection:
+    return lambda: (module.weight, module.bias)
+
+
+def _bert_head(model: torch.nn.Module) -> Head:
+    predictions = model.cls.predictions
+    return Head(predictions.transform, _linear(predictions.decoder))
+
+
+def _roberta_head(model: torch.nn.Module) -> Head:
+    """RobertaLMHead and its copies (XLM-R, CamemBERT, Data2VecText, Longformer)."""
+    from transformers.activations import gelu
+
+    head = model.lm_head
+    return Head(lambda x: head.layer_norm(gelu(head.dense(x))), _linear(head.decoder))
 
 
 def _distilbert_head(model: torch.nn.Module) -> Head:
-    def head(hidden: torch.Tensor) -> torch.Tensor:
-        hidden = model.activation(model.vocab_transform(hidden))
-        return model.vocab_projector(model.vocab_layer_norm(hidden))
+    def transform(hidden: torch.Tensor) -> torch.Tensor:
+        return model.vocab_layer_norm(model.activation(model.vocab_transform(hidden)))
 
-    return head
+    return Head(transform, _linear(model.vocab_projector))
+
+
+def _albert_head(model: torch.nn.Module) -> Head:
+    head = model.predictions
+    return Head(lambda x: head.LayerNorm(head.activation(head.dense(x))), _linear(head.decoder))
 
 
 def _electra_head(model: torch.nn.Module) -> Head:
-    return lambda hidden: model.generator_lm_head(model.generator_predictions(hidden))
+    return Head(model.generator_predictions, _linear(model.generator_lm_head))
 
 
 def _deberta_v2_head(model: torch.nn.Module) -> Head:
     """``legacy`` checkpoints (the default, e.g. deberta-v3) keep the BERT-style ``cls``
-    head; the others tie their decoder to the word embeddings at call time."""
+    head; the others project onto the word embeddings, plus the head's own bias."""
     if getattr(model, "legacy", True) and hasattr(model, "cls"):
-        return model.cls
+        return _bert_head(model)
+    head = model.lm_predictions.lm_head
     embeddings = model.deberta.embeddings.word_embeddings
-    return lambda hidden: model.lm_predictions(hidden, embeddings)
+    return Head(
+        lambda x: head.LayerNorm(head.transform_act_fn(head.dense(x))),
+        lambda: (embeddings.weight, head.bias),
+    )
 
 
 def _modernbert_head(model: torch.nn.Module) -> Head:
-    return lambda hidden: model.decoder(model.head(hidden))
+    return Head(model.head, _linear(model.decoder))
 
 
 ARCHITECTURES: dict[str, Architecture] = {
     spec.model_class: spec
     for spec in (
-        Architecture("BertForMaskedLM", _attribute_head("cls"), no_offset),
-        Architecture("RobertaForMaskedLM", _attribute_head("lm_head"), after_padding),
-        Architecture("XLMRobertaForMaskedLM", _attribute_head("lm_head"), after_padding),
-        Architecture("CamembertForMaskedLM", _attribute_head("lm_head"), after_padding),
-        Architecture("Data2VecTextForMaskedLM", _attribute_head("lm_head"), after_padding),
-        Architecture("LongformerForMaskedLM", _attribute_head("lm_head"), after_padding),
+        Architecture("BertForMaskedLM", _bert_head, no_offset),
+        Architecture("RobertaForMaskedLM", _roberta_head, after_padding),
+        Architecture("XLMRobertaForMaskedLM", _roberta_head, after_padding),
+        Architecture("CamembertForMaskedLM", _roberta_head, after_padding),
+        Architecture("Data2VecTextForMaskedLM", _roberta_head, after_padding),
+        Architecture("LongformerForMaskedLM", _roberta_head, after_padding),
         Architecture("DistilBertForMaskedLM", _distilbert_head, no_offset),
-        Architecture("AlbertForMaskedLM", _attribute_head("predictions"), no_offset),
+        Architecture("AlbertForMaskedLM", _albert_head, no_offset),
         Architecture("ElectraForMaskedLM", _electra_head, no_offset),
         Architecture("DebertaV2ForMaskedLM", _deberta_v2_head, no_offset),
         Architecture("ModernBertForMaskedLM", _modernbert_head, no_offset),

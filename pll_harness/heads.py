@@ -15,22 +15,27 @@ from dataclasses import dataclass
 
 import torch
 
-from pll_harness.architectures import ARCHITECTURES, Head, architecture_of
+from pll_harness.architectures import ARCHITECTURES, architecture_of
 
 logger = logging.getLogger(f"lm_eval.{__name__}")
 
 Encoder = Callable[[torch.Tensor, torch.Tensor], torch.Tensor]
+LogitsHead = Callable[[torch.Tensor, torch.Tensor | None], torch.Tensor]
+"""``head(hidden rows, out)``: the logits of the rows, written into ``out`` where the head
+can (see :class:`pll_harness.architectures.Head`)."""
 
 
 @dataclass(frozen=True)
 class MaskedLMParts:
-    """``encoder(input_ids, attention_mask) -> hidden`` and ``head(hidden rows) -> logits``.
+    """``encoder(input_ids, attention_mask) -> hidden`` and ``head(hidden rows, out) ->
+    logits``.
 
-    ``split`` is False for the fallback, whose "hidden states" are already full logits.
+    ``split`` is False for the fallback, whose "hidden states" are already full logits
+    (its head returns them as they are and leaves ``out`` alone).
     """
 
     encoder: Encoder
-    head: Head
+    head: LogitsHead
     split: bool
 
 
@@ -57,4 +62,7 @@ def split_masked_lm(model: torch.nn.Module) -> MaskedLMParts:
     def full_logits(input_ids: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
         return model(input_ids=input_ids, attention_mask=attention_mask).logits
 
-    return MaskedLMParts(full_logits, lambda rows: rows, False)
+    def logits_as_they_are(rows: torch.Tensor, out: torch.Tensor | None = None) -> torch.Tensor:
+        return rows
+
+    return MaskedLMParts(full_logits, logits_as_they_are, False)

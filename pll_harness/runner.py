@@ -21,10 +21,9 @@ from pll_harness.heads import MaskedLMParts
 from pll_harness.planning import Batch, Work
 
 HEAD_CHUNK_ELEMENTS = {"cpu": 1 << 20, "default": 1 << 26}
-"""Upper bound on logits per chunk (rows x vocab).  Each chunk holds its logits and their
-log-softmax, 2 x 4 MB in float32 on the CPU: 4 MB chunks of a 4000-word vocabulary ran
-faster than 8 MB ones (1.0 against 1.3 ns per logit, bench/README.md) and keep peak memory
-down; 2 x 256 MB on accelerators."""
+"""Upper bound on logits per chunk (rows x vocab).  A run holds one chunk's logits and their
+log-softmax, 2 x 4 MB in float32 on the CPU (4 MB chunks of a 4000-word vocabulary ran
+faster than 2 and 8 MB ones, bench/README.md), 2 x 256 MB on accelerators."""
 
 BATCHES_IN_FLIGHT = 8
 """How many batches the host may send ahead of a GPU: enough to keep it busy while the
@@ -71,21 +70,27 @@ class PLLRunner:
         logprobs = torch.full((work.n_slots,), torch.nan, device=self.device)
         greedy = torch.zeros(work.n_slots, dtype=torch.bool, device=self.device)
         done = _Completion(self.device, on_batch_done)
+        buffers = _ChunkBuffers()
         for position, batch in enumerate(batches):
-            self._score_batch(work, batch, logprobs, greedy)
+            self._score_batch(work, batch, logprobs, greedy, buffers)
             done.launched(position)
         done.finish()
         return TargetScores(logprobs.cpu(), greedy.cpu())
 
     def _score_batch(
-        self, work: Work, batch: Batch, logprobs: torch.Tensor, greedy: torch.Tensor
+        self,
+        work: Work,
+        batch: Batch,
+        logprobs: torch.Tensor,
+        greedy: torch.Tensor,
+        buffers: _ChunkBuffers,
     ) -> None:
         inputs = work.inputs(batch, self.mask_token_id)
         index = np.stack([inputs.rows, inputs.positions, inputs.tokens, inputs.slots])
         input_ids = self._to_device(inputs.input_ids)
         rows, positions, tokens, slots = self._to_device(index)
         hidden = self.parts.encoder(input_ids, None)
-        lp, top = self._head_scores(hidden[rows, positions], tokens)
+        lp, top = self._head_scores(hidden[rows, positions], tokens, buffers)
         logprobs[slots] = lp
         greedy[slots] = top
 
@@ -96,7 +101,7 @@ class PLLRunner:
         return tensor.to(self.device)
 
     def _head_scores(
-        self, target_hidden: torch.Tensor, target_tokens: torch.Tensor
+        self, target_hidden: torch.Tensor, target_tokens: torch.Tensor, buffers: _ChunkBuffers
     ) -> tuple[torch.Tensor, torch.Tensor]:
         """Head, float32 log-probability of the target and whether it is the argmax, in row
         chunks so that large vocabularies stay within HEAD_CHUNK_ELEMENTS.
@@ -112,12 +117,48 @@ class PLLRunner:
         greedy = torch.empty(n_rows, dtype=torch.bool, device=target_hidden.device)
         for start in range(0, n_rows, chunk):
             stop = min(start + chunk, n_rows)
-            logits = self.parts.head(target_hidden[start:stop]).float()
-            lsm = torch.log_softmax(logits, -1)
+            rows = target_hidden[start:stop]
+            logits = self.parts.head(rows, buffers.take("logits", rows, self.vocab_size))
+            lsm = torch.log_softmax(
+                logits,
+                -1,
+                dtype=torch.float32,
+                out=buffers.take("logprobs", logits, logits.shape[1], torch.float32),
+            )
             picked = lsm.gather(1, target_tokens[start:stop, None]).squeeze(1)
             logprobs[start:stop] = picked
             greedy[start:stop] = picked >= lsm.amax(-1)
         return logprobs, greedy
+
+
+class _ChunkBuffers:
+    """The head's logits and log-softmax, kept for the whole run and reused by every chunk.
+
+    On the CPU each fresh tensor of a few MB is a new memory mapping (see
+    :mod:`pll_harness.allocator`) whose pages the kernel faults in and zeroes on first
+    write: for a small model that cost more than the head's arithmetic (bench/README.md).
+    A buffer grows to the largest chunk asked for and is freed with the run.
+    """
+
+    def __init__(self) -> None:
+        self._buffers: dict[str, torch.Tensor] = {}
+
+    def take(
+        self, name: str, like: torch.Tensor, width: int, dtype: torch.dtype | None = None
+    ) -> torch.Tensor:
+        """A ``[rows of like x width]`` view of buffer ``name``, in ``dtype`` (default:
+        ``like``'s) on ``like``'s device."""
+        rows, dtype = like.shape[0], dtype or like.dtype
+        buffer = self._buffers.get(name)
+        if (
+            buffer is None
+            or buffer.shape[0] < rows
+            or buffer.shape[1] != width
+            or buffer.dtype != dtype
+        ):
+            buffer = torch.empty(rows, width, dtype=dtype, device=like.device)
+            self._buffers[name] = buffer
+        return buffer[:rows]
 
 
 class _Completion:

@@ -1,9 +1,12 @@
-"""Partial runs: the property data parallelism relies on.
+"""The runner: partial runs, the property data parallelism relies on, and the head's
+chunks, which share one pair of buffers over a run.
 
 A data-parallel run deals the planned batches out to processes and pools the results, so
 running the batches in parts and pooling must give bit-for-bit the numbers of one full
 run, and a run that misses a batch must not pass for a result.  Tolerance here is zero:
-same batches, same kernels, same float32 results.
+same batches, same kernels, same float32 results.  Chunking the head changes only the
+shapes of its matrix products, so chunks of any size agree to float32 rounding (1e-6
+relative: a few units in the last place of log-probabilities near -10).
 """
 
 from __future__ import annotations
@@ -12,7 +15,9 @@ import pytest
 import torch
 from conftest import GatheredGroup
 
+from pll_harness import runner as runner_module
 from pll_harness.distributed import pool_target_scores
+from pll_harness.runner import _ChunkBuffers
 from pll_harness.scorer import PLLScorer
 
 TEXTS = [
@@ -65,3 +70,34 @@ def test_progress_counts_every_request_once(scorer):
     scorer.score_requests(requests, progress=seen.append)
     assert sum(seen) == len(requests)
     assert seen[0] == 1  # the empty continuation is done before any batch runs
+
+
+@pytest.mark.parametrize("rows_per_chunk", [1, 3, 1000])
+def test_head_chunks_of_any_size_give_the_same_scores(scorer, monkeypatch, rows_per_chunk):
+    """Chunks of 1 and 3 rows end each batch with a shorter chunk, which reads only its
+    own rows of the shared buffers; 1000 rows hold every batch's targets in one chunk, so
+    the buffers grow whenever a batch has more targets than any before it."""
+    _, jobs = scorer.distinct_jobs([("", t) for t in TEXTS])
+    work = scorer.plan_work(jobs.encodings)
+    whole = scorer.runner.run(work)
+    budget = rows_per_chunk * scorer.runner.vocab_size
+    monkeypatch.setattr(runner_module, "HEAD_CHUNK_ELEMENTS", {"cpu": budget, "default": budget})
+    chunked = scorer.runner.run(work)
+    torch.testing.assert_close(chunked.logprobs, whole.logprobs, atol=1e-6, rtol=1e-6)
+    assert torch.equal(chunked.greedy, whole.greedy)
+    assert scorer.assemble(jobs, work, chunked) == pytest.approx(scorer.score_jobs(jobs))
+
+
+def test_chunk_buffers_hand_out_views_and_grow_only_when_needed():
+    buffers = _ChunkBuffers()
+    first = buffers.take("logits", torch.zeros(4, 2), 10)
+    assert first.shape == (4, 10) and first.dtype == torch.float32
+    smaller = buffers.take("logits", torch.zeros(2, 2), 10)
+    assert smaller.shape == (2, 10) and smaller.data_ptr() == first.data_ptr()
+    larger = buffers.take("logits", torch.zeros(6, 2), 10)
+    assert larger.shape == (6, 10) and larger.data_ptr() != first.data_ptr()
+    other = buffers.take("logprobs", torch.zeros(3, 2, dtype=torch.bfloat16), 10, torch.float32)
+    assert other.dtype == torch.float32 and other.data_ptr() != larger.data_ptr()
+    assert buffers.take("logits", torch.zeros(3, 2, dtype=torch.bfloat16), 10).dtype == (
+        torch.bfloat16
+    )
