@@ -5,8 +5,10 @@ it raises that threshold each time such a block is freed, up to 32 MB.  The engi
 activation buffers of a few MB every batch, so after a few batches they come from the
 heap instead, where blocks of changing sizes fragment and are not given back: on a
 bert-base BLiMP run the resident set grew by about 120 MB over 64 sentences.  Setting the
-threshold explicitly (to glibc's own initial 128 KiB) switches that adjustment off; the
-measured cost is a little more system time, no loss of throughput.
+threshold explicitly (to glibc's own initial 128 KiB) switches that adjustment off.  The
+price is that every such buffer's pages are faulted in anew: 17% of a bert-base run on a
+2-core VM, for 93 MB less peak memory (bench/README.md).  Buffers the engine itself fills
+over and over, such as the head's logits, are therefore allocated once per run.
 """
 
 from __future__ import annotations
