@@ -83,6 +83,16 @@ def _add_causal_option(parser: argparse.ArgumentParser) -> None:
     )
 
 
+def _add_batch_tokens_option(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--max-batch-tokens",
+        type=positive_int,
+        default=None,
+        metavar="N",
+        help="tokens per forward pass (default: engine's choice)",
+    )
+
+
 # --------------------------------------------------------------------------- score
 
 
@@ -141,13 +151,7 @@ def add_score(commands: Subparsers) -> argparse.ArgumentParser:
         help="sentences scored and written per step: what an interruption can lose "
         "(default: 32 on the CPU, 1024 on a GPU)",
     )
-    score.add_argument(
-        "--max-batch-tokens",
-        type=positive_int,
-        default=None,
-        metavar="N",
-        help="tokens per forward pass (default: engine's choice)",
-    )
+    _add_batch_tokens_option(score)
     score.add_argument("--no-progress", action="store_true", help="no progress bar")
     return score
 
@@ -360,13 +364,7 @@ def add_crows_pairs(commands: Subparsers) -> argparse.ArgumentParser:
         "default: the packaged CrowS-Pairs, 1,508 pairs",
     )
     crows.add_argument("--output", "-o", metavar="CSV", help="write every pair's scores here")
-    crows.add_argument(
-        "--max-batch-tokens",
-        type=positive_int,
-        default=None,
-        metavar="N",
-        help="tokens per forward pass (default: engine's choice)",
-    )
+    _add_batch_tokens_option(crows)
     return crows
 
 
