@@ -1,42 +1,86 @@
-"""Keep the CPU engine's resident memory flat over a long run.
+"""Let the CPU engine reuse its activation memory from batch to batch, and give it back
+when the shape of the batches changes.
 
-glibc serves large allocations with ``mmap`` and returns them on ``free``, but by default
-it raises that threshold each time such a block is freed, up to 32 MB.  The engine frees
-activation buffers of a few MB every batch, so after a few batches they come from the
-heap instead, where blocks of changing sizes fragment and are not given back: on a
-bert-base BLiMP run the resident set grew by about 120 MB over 64 sentences.  Setting the
-threshold explicitly (to glibc's own initial 128 KiB) switches that adjustment off.  The
-price is that every such buffer's pages are faulted in anew: 17% of a bert-base run on a
-2-core VM, for 93 MB less peak memory (bench/README.md).  Buffers the engine itself fills
-over and over, such as the head's logits, are therefore allocated once per run.
+Every forward pass allocates and frees activation buffers of a few MB, and glibc's malloc
+handles such blocks in one of two ways, each costly here:
+
+- *mmap*: each block is a fresh mapping whose pages the kernel faults in and zeroes on
+  first write (about 0.8 us per 4 KiB page on a 2-core VM).  With the threshold pinned at
+  glibc's initial 128 KiB, this engine's previous setting, that cost 20-25% of a
+  bert-base run and about 30% of a nano-model one (bench/README.md).
+- *the heap*: glibc's default raises its mmap threshold each time a large block is freed,
+  so after a few batches the buffers come from the heap, where freed blocks are reused
+  without page faults, but blocks of the changing shapes of a long run fragment and are
+  never given back: the resident set grew by about 120 MB over 64 bert-base sentences and
+  by about 210 MB over all of BLiMP on the nano model.
+
+So the engine takes the heap and bounds it: :func:`reuse_freed_blocks` fixes both
+thresholds at the ceilings glibc's own adjustment reaches on 64-bit systems (blocks up to
+32 MB from the heap, up to 64 MB of free memory kept at its top), and the runner calls
+:func:`release_free_memory` (``malloc_trim``) whenever the length of its batches changes
+and at the end of a run.  The heap then holds at most what the batches of one length
+left free, and batches of one length, which share their shapes, reuse each other's
+memory.
 """
 
 from __future__ import annotations
 
 import ctypes
 import ctypes.util
+import functools
 import logging
 import platform
+from typing import Any
 
 logger = logging.getLogger(f"lm_eval.{__name__}")
 
+M_TRIM_THRESHOLD = -1
 M_MMAP_THRESHOLD = -3
-"""mallopt parameter number, from glibc's malloc.h."""
+"""mallopt parameter numbers, from glibc's malloc.h."""
 
-MMAP_THRESHOLD_BYTES = 128 * 1024
+MMAP_THRESHOLD_BYTES = 32 << 20
+"""glibc's DEFAULT_MMAP_THRESHOLD_MAX on 64-bit systems: larger blocks are still mapped
+(and unmapped when freed) one by one."""
 
-_pinned = False
+TRIM_THRESHOLD_BYTES = 2 * MMAP_THRESHOLD_BYTES
+"""Free memory kept at the top of the heap between explicit releases; glibc's own
+adjustment sets it to twice the mmap threshold."""
+
+_configured = False
 
 
-def pin_mmap_threshold() -> bool:
-    """Fix glibc's mmap threshold once per process; False where the C library is not glibc."""
-    global _pinned
-    if _pinned:
-        return True
+@functools.cache
+def _glibc() -> Any | None:
+    """The C library, where it is glibc (whose mallopt parameters this module uses)."""
     if platform.system() != "Linux" or platform.libc_ver()[0] != "glibc":
+        return None
+    return ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6")
+
+
+def reuse_freed_blocks() -> bool:
+    """Fix glibc's mmap and trim thresholds once per process; False where the C library
+    is not glibc or refuses."""
+    global _configured
+    if _configured:
+        return True
+    libc = _glibc()
+    if libc is None:
         return False
-    libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6")
-    _pinned = bool(libc.mallopt(M_MMAP_THRESHOLD, MMAP_THRESHOLD_BYTES))
-    if _pinned:
-        logger.debug("glibc mmap threshold fixed at %d bytes", MMAP_THRESHOLD_BYTES)
-    return _pinned
+    _configured = bool(libc.mallopt(M_MMAP_THRESHOLD, MMAP_THRESHOLD_BYTES)) and bool(
+        libc.mallopt(M_TRIM_THRESHOLD, TRIM_THRESHOLD_BYTES)
+    )
+    if _configured:
+        logger.debug(
+            "glibc malloc: mmap threshold %d bytes, trim threshold %d bytes",
+            MMAP_THRESHOLD_BYTES,
+            TRIM_THRESHOLD_BYTES,
+        )
+    return _configured
+
+
+def release_free_memory() -> None:
+    """Give the free pages of every malloc arena back to the system (``malloc_trim``);
+    a no-op where the C library is not glibc."""
+    libc = _glibc()
+    if libc is not None:
+        libc.malloc_trim(0)

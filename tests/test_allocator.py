@@ -1,6 +1,6 @@
-"""The CPU allocator setting: mallopt called once per process on glibc (checked on a stand-in
-C library), its effect on a real glibc (a freed large block no longer raises the mmap
-threshold), and nothing done elsewhere."""
+"""The CPU allocator settings: both mallopt calls made once per process on glibc (checked
+on a stand-in C library), their effect on a real glibc (a large block comes from the heap
+and its freed pages stay resident until released), and nothing done elsewhere."""
 
 from __future__ import annotations
 
@@ -20,86 +20,111 @@ GLIBC = platform.system() == "Linux" and platform.libc_ver()[0] == "glibc"
 class StandInLibc:
     def __init__(self, answer: int) -> None:
         self.answer = answer
-        self.calls: list[tuple[int, int]] = []
+        self.calls: list[tuple] = []
 
     def mallopt(self, parameter: int, value: int) -> int:
         self.calls.append((parameter, value))
         return self.answer
 
+    def malloc_trim(self, pad: int) -> int:
+        self.calls.append(("malloc_trim", pad))
+        return 1
+
 
 @pytest.fixture
 def libc(monkeypatch) -> StandInLibc:
-    """A glibc Linux whose C library records mallopt calls, in a process not yet pinned."""
+    """A glibc Linux whose C library records its calls, in a process not yet configured."""
     stand_in = StandInLibc(answer=1)
-    monkeypatch.setattr(allocator, "_pinned", False)
+    monkeypatch.setattr(allocator, "_configured", False)
     monkeypatch.setattr(allocator.platform, "system", lambda: "Linux")
     monkeypatch.setattr(allocator.platform, "libc_ver", lambda: ("glibc", "2.36"))
     monkeypatch.setattr(allocator.ctypes, "CDLL", lambda name: stand_in)
-    return stand_in
+    allocator._glibc.cache_clear()
+    yield stand_in
+    allocator._glibc.cache_clear()
 
 
-def test_threshold_is_pinned_once_per_process(libc):
-    assert allocator.pin_mmap_threshold() is True
-    assert allocator.pin_mmap_threshold() is True
-    assert libc.calls == [(-3, 128 * 1024)]  # M_MMAP_THRESHOLD in glibc's malloc.h
+def test_thresholds_are_set_once_per_process(libc):
+    assert allocator.reuse_freed_blocks() is True
+    assert allocator.reuse_freed_blocks() is True
+    # M_MMAP_THRESHOLD and M_TRIM_THRESHOLD in glibc's malloc.h
+    assert libc.calls == [(-3, 32 << 20), (-1, 64 << 20)]
 
 
 def test_a_refused_setting_is_reported_and_tried_again(libc):
     libc.answer = 0
-    assert allocator.pin_mmap_threshold() is False
-    assert allocator.pin_mmap_threshold() is False
-    assert len(libc.calls) == 2
+    assert allocator.reuse_freed_blocks() is False
+    assert allocator.reuse_freed_blocks() is False
+    assert libc.calls == [(-3, 32 << 20), (-3, 32 << 20)]
+
+
+def test_release_trims_every_arena(libc):
+    allocator.release_free_memory()
+    assert libc.calls == [("malloc_trim", 0)]
 
 
 def test_other_c_libraries_are_left_alone(libc, monkeypatch):
     monkeypatch.setattr(allocator.platform, "system", lambda: "Darwin")
-    assert allocator.pin_mmap_threshold() is False
+    assert allocator.reuse_freed_blocks() is False
+    allocator.release_free_memory()
     assert libc.calls == []
 
 
-def test_cpu_runner_pins_the_threshold(monkeypatch):
+def test_cpu_runner_configures_the_allocator(monkeypatch):
     calls = []
-    monkeypatch.setattr("pll_harness.runner.pin_mmap_threshold", lambda: calls.append(1))
+    monkeypatch.setattr("pll_harness.runner.reuse_freed_blocks", lambda: calls.append(1))
     PLLRunner(None, 4, "cpu", 10)
     assert calls == [1]
 
 
-# Frees a 4 MB mmapped block (which, unpinned, raises glibc's threshold to 4 MB), then
-# prints how many mmapped blocks a 1 MB allocation adds: 0 from the heap, 1 if mmapped.
-MMAP_PROBE = textwrap.dedent(
+# Prints, for a 16 MB block written and freed: whether it was mapped on its own (1) or
+# came from the heap (0), then how many MB of its pages stay resident after the free and
+# after release_free_memory().
+PROBE = textwrap.dedent(
     """
     import ctypes, sys
     from pll_harness import allocator
 
-    if sys.argv[1] == "pin":
-        assert allocator.pin_mmap_threshold()
+    if sys.argv[1] == "configured":
+        assert allocator.reuse_freed_blocks()
     libc = ctypes.CDLL("libc.so.6")
     fields = "arena ordblks smblks hblks hblkhd usmblks fsmblks uordblks fordblks keepcost"
 
     class MallInfo2(ctypes.Structure):
         _fields_ = [(name, ctypes.c_size_t) for name in fields.split()]
 
+    def rss_mb():
+        with open("/proc/self/statm") as statm:
+            return int(statm.read().split()[1]) * 4096 / 2**20
+
     libc.mallinfo2.restype = MallInfo2
     libc.malloc.restype = ctypes.c_void_p
     libc.malloc.argtypes = [ctypes.c_size_t]
     libc.free.argtypes = [ctypes.c_void_p]
-    libc.free(libc.malloc(4 << 20))
     before = libc.mallinfo2().hblks
-    block = libc.malloc(1 << 20)
-    print(libc.mallinfo2().hblks - before)
+    block = libc.malloc(16 << 20)
+    mapped = libc.mallinfo2().hblks - before
+    ctypes.memset(block, 1, 16 << 20)
+    written = rss_mb()
     libc.free(block)
+    freed = rss_mb()
+    allocator.release_free_memory()
+    released = rss_mb()
+    print(mapped, round(written - freed), round(written - released))
     """
 )
 
 
 @pytest.mark.skipif(not GLIBC, reason="glibc only")
-def test_pinned_threshold_keeps_large_blocks_out_of_the_heap():
+def test_freed_blocks_stay_for_reuse_until_released():
     if tuple(int(part) for part in platform.libc_ver()[1].split(".")[:2]) < (2, 33):
         pytest.skip("mallinfo2 needs glibc 2.33")
-    added = {
+    outcome = {
         mode: subprocess.run(
-            [sys.executable, "-c", MMAP_PROBE, mode], capture_output=True, text=True, check=True
-        ).stdout.strip()
-        for mode in ("default", "pin")
+            [sys.executable, "-c", PROBE, mode], capture_output=True, text=True, check=True
+        ).stdout.split()
+        for mode in ("default", "configured")
     }
-    assert added == {"default": "0", "pin": "1"}
+    # glibc's default maps the block and unmaps it on free (16 MB given back at once);
+    # configured, it comes from the heap, stays resident when freed, and goes on release.
+    assert outcome == {"default": ["1", "16", "16"], "configured": ["0", "0", "16"]}

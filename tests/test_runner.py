@@ -101,3 +101,28 @@ def test_chunk_buffers_hand_out_views_and_grow_only_when_needed():
     assert buffers.take("logits", torch.zeros(3, 2, dtype=torch.bfloat16), 10).dtype == (
         torch.bfloat16
     )
+
+
+def test_cpu_run_releases_free_memory_when_the_length_changes_and_at_the_end(scorer, monkeypatch):
+    """The heap keeps what one length's batches free for the next batch of that length
+    (see pll_harness.allocator); it must not carry it over to other lengths."""
+    _, jobs = scorer.distinct_jobs([("", t) for t in TEXTS])
+    work = scorer.plan_work(jobs.encodings)
+    lengths = [work.groups[batch.group].length for batch in work.batches]
+    assert len(set(lengths)) > 2 and len(lengths) > len(set(lengths))  # a test that can fail
+    events: list[object] = []
+    monkeypatch.setattr(runner_module, "release_free_memory", lambda: events.append("release"))
+    score_batch = scorer.runner._score_batch
+
+    def recording(work, batch, *rest):
+        events.append(work.groups[batch.group].length)
+        return score_batch(work, batch, *rest)
+
+    monkeypatch.setattr(scorer.runner, "_score_batch", recording)
+    scorer.runner.run(work)
+    expected: list[object] = []
+    for position, length in enumerate(lengths):
+        if position == 0 or length != lengths[position - 1]:
+            expected.append("release")
+        expected.append(length)
+    assert events == [*expected, "release"]
