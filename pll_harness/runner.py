@@ -129,7 +129,8 @@ class PLLRunner:
         for start in range(0, n_rows, chunk):
             stop = min(start + chunk, n_rows)
             rows = target_hidden[start:stop]
-            logits = self.parts.head(rows, buffers.take("logits", rows, self.vocab_size))
+            out = buffers.take("logits", rows, self.vocab_size) if self.parts.split else None
+            logits = self.parts.head(rows, out)
             lsm = torch.log_softmax(
                 logits,
                 -1,

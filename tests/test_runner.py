@@ -17,6 +17,7 @@ from conftest import GatheredGroup
 
 from pll_harness import runner as runner_module
 from pll_harness.distributed import pool_target_scores
+from pll_harness.heads import split_masked_lm
 from pll_harness.runner import _ChunkBuffers
 from pll_harness.scorer import PLLScorer
 
@@ -126,3 +127,36 @@ def test_cpu_run_releases_free_memory_when_the_length_changes_and_at_the_end(sco
             expected.append("release")
         expected.append(length)
     assert events == [*expected, "release"]
+
+
+def test_full_logits_fallback_scores_the_same_and_takes_no_logits_buffer(scorer, monkeypatch):
+    """A model of an unknown class runs whole and its logits are gathered as they are: the
+    scores equal the split head's to float32 rounding of differently shaped products, and
+    no logits buffer is allocated for a head that would not use it."""
+
+    class Unknown(torch.nn.Module):
+        def __init__(self, inner: torch.nn.Module) -> None:
+            super().__init__()
+            self.inner = inner
+
+        def forward(self, input_ids, attention_mask):
+            return self.inner(input_ids=input_ids, attention_mask=attention_mask)
+
+    _, jobs = scorer.distinct_jobs([("", t) for t in TEXTS])
+    work = scorer.plan_work(jobs.encodings)
+    split = scorer.runner.run(work)
+    fallback = split_masked_lm(Unknown(scorer.model).eval())
+    assert not fallback.split
+    taken: list[str] = []
+    take = _ChunkBuffers.take
+
+    def recording(self, name, *rest):
+        taken.append(name)
+        return take(self, name, *rest)
+
+    monkeypatch.setattr(_ChunkBuffers, "take", recording)
+    monkeypatch.setattr(scorer.runner, "parts", fallback)
+    whole = scorer.runner.run(work)
+    torch.testing.assert_close(whole.logprobs, split.logprobs, atol=1e-5, rtol=1e-5)
+    assert torch.equal(whole.greedy, split.greedy)
+    assert taken and "logits" not in taken
