@@ -308,11 +308,11 @@ def check_sizes(**sizes: Any) -> None:
 def default_batch_tokens(model: torch.nn.Module, device: torch.device) -> int:
     """A token budget per forward pass that keeps activations well inside memory.
 
-    On CPU, 512 tokens keep peak memory within a third of minicons' (bench/README.md): on
-    the latest measurement 1024 ran 7-15% faster on 100 bert-base BLiMP sentences but
-    raised the peak by 8 MB, which that bound cannot spare, and bigger budgets add
-    activation memory only.  On a GPU the budget grows with free memory, estimated from
-    the model's width and depth.
+    On CPU, 512 tokens: the activations of a batch, which the heap keeps for the next
+    batch of the same length (:mod:`pll_harness.allocator`), then add 35-48 MB to a
+    bert-base run's peak; bigger budgets add activation memory, and 256 bought back
+    little of it (bench/README.md).  On a GPU the budget grows with free memory,
+    estimated from the model's width and depth.
     """
     if device.type != "cuda":
         return 512
