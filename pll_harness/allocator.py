@@ -6,8 +6,8 @@ handles such blocks in one of two ways, each costly here:
 
 - *mmap*: each block is a fresh mapping whose pages the kernel faults in and zeroes on
   first write (about 0.8 us per 4 KiB page on a 2-core VM).  With the threshold pinned at
-  glibc's initial 128 KiB, this engine's previous setting, that cost 20-25% of a
-  bert-base run and about 30% of a nano-model one (bench/README.md).
+  glibc's initial 128 KiB, this engine's previous setting, bert-base ran about 1.2x and
+  all of BLiMP on a nano model about 1.4-1.6x slower than now (bench/README.md).
 - *the heap*: glibc's default raises its mmap threshold each time a large block is freed,
   so after a few batches the buffers come from the heap, where freed blocks are reused
   without page faults, but blocks of the changing shapes of a long run fragment and are
@@ -21,6 +21,11 @@ thresholds at the ceilings glibc's own adjustment reaches on 64-bit systems (blo
 and at the end of a run.  The heap then holds at most what the batches of one length
 left free, and batches of one length, which share their shapes, reuse each other's
 memory.
+
+The settings hold for the whole process from the first CPU runner on, so they override a
+``MALLOC_MMAP_THRESHOLD_``, ``MALLOC_TRIM_THRESHOLD_`` or ``GLIBC_TUNABLES`` given at
+start-up, and they have no effect where another allocator (jemalloc, tcmalloc through
+``LD_PRELOAD``) serves ``malloc``.
 """
 
 from __future__ import annotations
@@ -54,7 +59,15 @@ def _glibc() -> Any | None:
     """The C library, where it is glibc (whose mallopt parameters this module uses)."""
     if platform.system() != "Linux" or platform.libc_ver()[0] != "glibc":
         return None
-    return ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6")
+    try:
+        libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6")
+    except OSError:
+        return None
+    libc.mallopt.argtypes = [ctypes.c_int, ctypes.c_int]
+    libc.mallopt.restype = ctypes.c_int
+    libc.malloc_trim.argtypes = [ctypes.c_size_t]
+    libc.malloc_trim.restype = ctypes.c_int
+    return libc
 
 
 def reuse_freed_blocks() -> bool:
@@ -69,12 +82,12 @@ def reuse_freed_blocks() -> bool:
     _configured = bool(libc.mallopt(M_MMAP_THRESHOLD, MMAP_THRESHOLD_BYTES)) and bool(
         libc.mallopt(M_TRIM_THRESHOLD, TRIM_THRESHOLD_BYTES)
     )
-    if _configured:
-        logger.debug(
-            "glibc malloc: mmap threshold %d bytes, trim threshold %d bytes",
-            MMAP_THRESHOLD_BYTES,
-            TRIM_THRESHOLD_BYTES,
-        )
+    logger.debug(
+        "glibc malloc: mmap threshold %d bytes, trim threshold %d bytes: %s",
+        MMAP_THRESHOLD_BYTES,
+        TRIM_THRESHOLD_BYTES,
+        "set" if _configured else "refused",
+    )
     return _configured
 
 

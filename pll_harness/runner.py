@@ -76,16 +76,18 @@ class PLLRunner:
         done = _Completion(self.device, on_batch_done)
         buffers = _ChunkBuffers()
         length = None
-        for position, batch in enumerate(batches):
-            if self.cpu and work.groups[batch.group].length != length:
+        try:
+            for position, batch in enumerate(batches):
+                if self.cpu and work.groups[batch.group].length != length:
+                    release_free_memory()
+                    length = work.groups[batch.group].length
+                self._score_batch(work, batch, logprobs, greedy, buffers)
+                done.launched(position)
+            done.finish()
+        finally:
+            del buffers  # so that the release below returns them too
+            if self.cpu:
                 release_free_memory()
-                length = work.groups[batch.group].length
-            self._score_batch(work, batch, logprobs, greedy, buffers)
-            done.launched(position)
-        done.finish()
-        del buffers  # so that the release below returns them too
-        if self.cpu:
-            release_free_memory()
         return TargetScores(logprobs.cpu(), greedy.cpu())
 
     def _score_batch(

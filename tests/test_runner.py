@@ -11,6 +11,8 @@ relative: a few units in the last place of log-probabilities near -10).
 
 from __future__ import annotations
 
+import weakref
+
 import pytest
 import torch
 from conftest import GatheredGroup
@@ -106,13 +108,25 @@ def test_chunk_buffers_hand_out_views_and_grow_only_when_needed():
 
 def test_cpu_run_releases_free_memory_when_the_length_changes_and_at_the_end(scorer, monkeypatch):
     """The heap keeps what one length's batches free for the next batch of that length
-    (see pll_harness.allocator); it must not carry it over to other lengths."""
+    (see pll_harness.allocator); it must not carry it over to other lengths, and the last
+    release comes after the head's buffers are gone, so that it returns them too."""
     _, jobs = scorer.distinct_jobs([("", t) for t in TEXTS])
     work = scorer.plan_work(jobs.encodings)
     lengths = [work.groups[batch.group].length for batch in work.batches]
     assert len(set(lengths)) > 2 and len(lengths) > len(set(lengths))  # a test that can fail
     events: list[object] = []
-    monkeypatch.setattr(runner_module, "release_free_memory", lambda: events.append("release"))
+    buffers: list[weakref.ref] = []
+    init = _ChunkBuffers.__init__
+
+    def tracked(self):
+        init(self)
+        buffers.append(weakref.ref(self))
+
+    def release():
+        events.append("release" if buffers[0]() is not None else "release after the buffers")
+
+    monkeypatch.setattr(_ChunkBuffers, "__init__", tracked)
+    monkeypatch.setattr(runner_module, "release_free_memory", release)
     score_batch = scorer.runner._score_batch
 
     def recording(work, batch, *rest):
@@ -126,7 +140,7 @@ def test_cpu_run_releases_free_memory_when_the_length_changes_and_at_the_end(sco
         if position == 0 or length != lengths[position - 1]:
             expected.append("release")
         expected.append(length)
-    assert events == [*expected, "release"]
+    assert events == [*expected, "release after the buffers"]
 
 
 def test_full_logits_fallback_scores_the_same_and_takes_no_logits_buffer(scorer, monkeypatch):
@@ -160,3 +174,18 @@ def test_full_logits_fallback_scores_the_same_and_takes_no_logits_buffer(scorer,
     torch.testing.assert_close(whole.logprobs, split.logprobs, atol=1e-5, rtol=1e-5)
     assert torch.equal(whole.greedy, split.greedy)
     assert taken and "logits" not in taken
+
+
+def test_a_failed_cpu_run_still_releases_free_memory(scorer, monkeypatch):
+    _, jobs = scorer.distinct_jobs([("", t) for t in TEXTS])
+    work = scorer.plan_work(jobs.encodings)
+    released = []
+    monkeypatch.setattr(runner_module, "release_free_memory", lambda: released.append(1))
+
+    def failing(*arguments):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(scorer.runner, "_score_batch", failing)
+    with pytest.raises(KeyboardInterrupt):
+        scorer.runner.run(work)
+    assert released == [1, 1]  # before the first batch, and on the way out
