@@ -37,8 +37,8 @@ class Head:
     device after the split is still read correctly).
 
     The projection is done here rather than by the model's module so that the caller can
-    pass ``out``: on the CPU a fresh logits tensor for every chunk cost more than the
-    projection itself, its pages being faulted in anew each time (bench/README.md).
+    pass ``out``: for a small model, a fresh logits tensor for every chunk cost more than
+    the projection itself (bench/README.md, "Why fresh buffers were slow").
     """
 
     transform: Transform

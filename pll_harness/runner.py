@@ -22,8 +22,9 @@ from pll_harness.planning import Batch, Work
 
 HEAD_CHUNK_ELEMENTS = {"cpu": 1 << 20, "default": 1 << 26}
 """Upper bound on logits per chunk (rows x vocab).  A run holds one chunk's logits and their
-log-softmax, 2 x 4 MB in float32 on the CPU (4 MB chunks of a 4000-word vocabulary ran
-faster than 2 and 8 MB ones, bench/README.md), 2 x 256 MB on accelerators."""
+log-softmax (the full-logits fallback only the latter), 2 x 4 MB in float32 on the CPU
+(4 MB chunks of a 4000-word vocabulary ran faster than 2 and 8 MB ones, bench/README.md),
+2 x 256 MB on accelerators."""
 
 BATCHES_IN_FLIGHT = 8
 """How many batches the host may send ahead of a GPU: enough to keep it busy while the

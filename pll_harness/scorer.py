@@ -309,7 +309,7 @@ def default_batch_tokens(model: torch.nn.Module, device: torch.device) -> int:
     """A token budget per forward pass that keeps activations well inside memory.
 
     On CPU, 512 tokens: the activations of a batch, which the heap keeps for the next
-    batch of the same length (:mod:`pll_harness.allocator`), then add 35-48 MB to a
+    batch of the same length (:mod:`pll_harness.allocator`), then add 36-48 MB to a
     bert-base run's peak; bigger budgets add activation memory, and 256 bought back
     little of it (bench/README.md).  On a GPU the budget grows with free memory,
     estimated from the model's width and depth.
