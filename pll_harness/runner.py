@@ -26,6 +26,14 @@ log-softmax (the full-logits fallback only the latter), 2 x 4 MB in float32 on t
 (4 MB chunks of a 4000-word vocabulary ran faster than 2 and 8 MB ones, bench/README.md),
 2 x 256 MB on accelerators."""
 
+HEAD_MIN_ROWS = 32
+"""Fewest rows per chunk, whatever the vocabulary: each chunk reads the projection's whole
+weight, so with a large vocabulary small chunks are bound by that read.  On the CPU, head
+time per target at 768 dimensions (``bench/head_chunks.py``): with 250,002 words (XLM-R)
+34 ms in chunks of 4 rows (what HEAD_CHUNK_ELEMENTS alone allows) against 6-8 ms in
+chunks of 32-42; with 50,265 (RoBERTa) 2.2 ms in chunks of 20 against 1.3-1.6.  The
+buffers grow accordingly: 2 x 32 MB at 250,002 words."""
+
 BATCHES_IN_FLIGHT = 8
 """How many batches the host may send ahead of a GPU: enough to keep it busy while the
 next inputs are built, few enough that their pinned input buffers stay small."""
@@ -118,14 +126,15 @@ class PLLRunner:
         self, target_hidden: torch.Tensor, target_tokens: torch.Tensor, buffers: _ChunkBuffers
     ) -> tuple[torch.Tensor, torch.Tensor]:
         """Head, float32 log-probability of the target and whether it is the argmax, in row
-        chunks so that large vocabularies stay within HEAD_CHUNK_ELEMENTS.
+        chunks so that large vocabularies stay within HEAD_CHUNK_ELEMENTS (but no fewer than
+        HEAD_MIN_ROWS rows a chunk).
 
         A target is greedy when its log-probability is the row's largest (an exact tie
         counts): the maximum of the log-softmax costs a quarter less than an argmax over the
         logits, and on a small model the head's passes over the vocabulary are most of the
         time (bench/README.md)."""
         budget = HEAD_CHUNK_ELEMENTS.get(target_hidden.device.type, HEAD_CHUNK_ELEMENTS["default"])
-        chunk = max(1, budget // self.vocab_size)
+        chunk = max(HEAD_MIN_ROWS, budget // self.vocab_size)
         n_rows = target_hidden.shape[0]
         logprobs = torch.empty(n_rows, device=target_hidden.device)
         greedy = torch.empty(n_rows, dtype=torch.bool, device=target_hidden.device)

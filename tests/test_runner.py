@@ -85,10 +85,32 @@ def test_head_chunks_of_any_size_give_the_same_scores(scorer, monkeypatch, rows_
     whole = scorer.runner.run(work)
     budget = rows_per_chunk * scorer.runner.vocab_size
     monkeypatch.setattr(runner_module, "HEAD_CHUNK_ELEMENTS", {"cpu": budget, "default": budget})
+    monkeypatch.setattr(runner_module, "HEAD_MIN_ROWS", 1)
     chunked = scorer.runner.run(work)
     torch.testing.assert_close(chunked.logprobs, whole.logprobs, atol=1e-6, rtol=1e-6)
     assert torch.equal(chunked.greedy, whole.greedy)
     assert scorer.assemble(jobs, work, chunked) == pytest.approx(scorer.score_jobs(jobs))
+
+
+def test_a_large_vocabulary_still_gets_chunks_of_the_minimum_rows(scorer, monkeypatch):
+    """When the element budget allows fewer rows than HEAD_MIN_ROWS, chunks take that many
+    rows anyway (every chunk but a batch's last), so the projection's weight is not read
+    for a handful of rows."""
+    _, jobs = scorer.distinct_jobs([("", t) for t in TEXTS])
+    work = scorer.plan_work(jobs.encodings)
+    budget = scorer.runner.vocab_size  # one row a chunk by the element budget alone
+    monkeypatch.setattr(runner_module, "HEAD_CHUNK_ELEMENTS", {"cpu": budget, "default": budget})
+    monkeypatch.setattr(runner_module, "HEAD_MIN_ROWS", 4)
+    parts = scorer.runner.parts
+    seen: list[int] = []
+
+    def head(rows, out=None):
+        seen.append(rows.shape[0])
+        return parts.head(rows, out)
+
+    monkeypatch.setattr(scorer.runner, "parts", type(parts)(parts.encoder, head, parts.split))
+    scorer.runner.run(work)
+    assert max(seen) == 4 and sum(rows != 4 for rows in seen) <= len(work.batches)
 
 
 def test_chunk_buffers_hand_out_views_and_grow_only_when_needed():
