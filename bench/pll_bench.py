@@ -73,6 +73,13 @@ ARCHITECTURES = {
         "num_attention_heads": 12,
         "intermediate_size": 3072,
     },
+    "bert-base-250k-vocab": {
+        "vocab_size": 250002,
+        "hidden_size": 768,
+        "num_hidden_layers": 12,
+        "num_attention_heads": 12,
+        "intermediate_size": 3072,
+    },
     "nano": {
         "vocab_size": 4000,
         "hidden_size": 8,
