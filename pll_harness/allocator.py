@@ -7,12 +7,13 @@ handles such blocks in one of two ways, each costly here:
 - *mmap*: each block is a fresh mapping whose pages the kernel faults in and zeroes on
   first write (about 0.8 us per 4 KiB page on a 2-core VM).  With the threshold pinned at
   glibc's initial 128 KiB, this engine's previous setting, bert-base ran about 1.2x and
-  all of BLiMP on a nano model about 1.4-1.6x slower than now (bench/README.md).
+  all of BLiMP on a nano model 1.04-1.6x slower than now (four noisy runs,
+  bench/README.md).
 - *the heap*: glibc's default raises its mmap threshold each time a large block is freed,
   so after a few batches the buffers come from the heap, where freed blocks are reused
   without page faults, but blocks of the changing shapes of a long run fragment and are
   never given back: the resident set grew by about 120 MB over 64 bert-base sentences and
-  by about 210 MB over all of BLiMP on the nano model.
+  by 210-300 MB over all of BLiMP on the nano model.
 
 So the engine takes the heap and bounds it: :func:`reuse_freed_blocks` fixes both
 thresholds at the ceilings glibc's own adjustment reaches on 64-bit systems (blocks up to
