@@ -30,7 +30,8 @@ from pathlib import Path
 
 import pll_bench
 
-M_TRIM_THRESHOLD, M_MMAP_THRESHOLD = -1, -3
+from pll_harness.allocator import M_MMAP_THRESHOLD, M_TRIM_THRESHOLD
+
 MB = 1 << 20
 
 SETTINGS = {

@@ -12,9 +12,9 @@ others bert-base's at the CPU's default budget of 512 tokens and one long input.
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable
 
+import pll_bench
 import torch
 from torch.nn.attention import SDPBackend, sdpa_kernel
 
@@ -28,12 +28,8 @@ SHAPES = [
 ]
 
 
-def per_call_ms(run: Callable[[], torch.Tensor], repeats: int = 20) -> float:
-    run()
-    start = time.perf_counter()
-    for _ in range(repeats):
-        run()
-    return (time.perf_counter() - start) / repeats * 1e3
+def per_call_ms(run: Callable[[], torch.Tensor]) -> float:
+    return pll_bench.seconds_per_call(run, repeats=20) * 1e3
 
 
 def main() -> None:

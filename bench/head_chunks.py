@@ -11,8 +11,7 @@ row falling as chunks grow, which is what ``HEAD_MIN_ROWS`` rests on.
 
 from __future__ import annotations
 
-import time
-
+import pll_bench
 import torch
 
 from pll_harness.allocator import reuse_freed_blocks
@@ -36,12 +35,7 @@ def per_chunk_seconds(rows: int, weight: torch.Tensor, bias: torch.Tensor) -> fl
         torch.log_softmax(logits, -1, out=logprobs)
         logprobs.amax(-1)
 
-    chunk()
-    repeats = 5
-    start = time.perf_counter()
-    for _ in range(repeats):
-        chunk()
-    return (time.perf_counter() - start) / repeats
+    return pll_bench.seconds_per_call(chunk, repeats=5)
 
 
 def main() -> None:

@@ -233,6 +233,15 @@ def useful_flops(lengths: list[int], copies: list[int], targets: list[int], shap
 # Workers (each in its own process)
 
 
+def seconds_per_call(run: Any, repeats: int) -> float:
+    """Mean wall time of ``run()`` over ``repeats`` calls, after one untimed call."""
+    run()
+    start = time.perf_counter()
+    for _ in range(repeats):
+        run()
+    return (time.perf_counter() - start) / repeats
+
+
 def _peak_rss_mb() -> float:
     # ru_maxrss is in KiB on Linux.
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
