@@ -31,7 +31,7 @@ HEAD_MIN_ROWS = 32
 weight, so with a large vocabulary small chunks are bound by that read.  On the CPU, head
 time per target at 768 dimensions (``bench/head_chunks.py``): with 250,002 words (XLM-R)
 34 ms in chunks of 4 rows (what HEAD_CHUNK_ELEMENTS alone allows) against 6-8 ms in
-chunks of 32-42; with 50,265 (RoBERTa) 2.2 ms in chunks of 20 against 1.3-1.6.  The
+chunks of 32-42; with 50,265 (RoBERTa) 2.0-2.2 ms in chunks of 20 against 1.3-1.7.  The
 buffers grow accordingly: 2 x 32 MB at 250,002 words."""
 
 BATCHES_IN_FLIGHT = 8
@@ -87,9 +87,9 @@ class PLLRunner:
         length = None
         try:
             for position, batch in enumerate(batches):
-                if self.cpu and work.groups[batch.group].length != length:
+                previous, length = length, work.groups[batch.group].length
+                if self.cpu and length != previous:
                     release_free_memory()
-                    length = work.groups[batch.group].length
                 self._score_batch(work, batch, logprobs, greedy, buffers)
                 done.launched(position)
             done.finish()

@@ -20,8 +20,9 @@ from conftest import GatheredGroup
 from pll_harness import runner as runner_module
 from pll_harness.distributed import pool_target_scores
 from pll_harness.heads import split_masked_lm
+from pll_harness.planning import Work
 from pll_harness.runner import _ChunkBuffers
-from pll_harness.scorer import PLLScorer
+from pll_harness.scorer import Jobs, PLLScorer
 
 TEXTS = [
     "The hooligan wrecked the souvenir.",
@@ -36,6 +37,12 @@ TEXTS = [
 ]
 
 
+def planned(scorer: PLLScorer) -> tuple[Jobs, Work]:
+    """TEXTS tokenized and planned by ``scorer``."""
+    _, jobs = scorer.distinct_jobs([("", t) for t in TEXTS])
+    return jobs, scorer.plan_work(jobs.encodings)
+
+
 @pytest.fixture(scope="module", params=["tiny_bert_dir", "tiny_roberta_dir"])
 def scorer(request) -> PLLScorer:
     return PLLScorer.from_pretrained(
@@ -44,8 +51,7 @@ def scorer(request) -> PLLScorer:
 
 
 def test_parts_pooled_equal_one_full_run_exactly(scorer):
-    _, jobs = scorer.distinct_jobs([("", t) for t in TEXTS])
-    work = scorer.plan_work(jobs.encodings)
+    jobs, work = planned(scorer)
     assert len(work.batches) > 3
     full = scorer.runner.run(work)
     even = scorer.runner.run(work, work.batches[0::2])
@@ -60,8 +66,7 @@ def test_parts_pooled_equal_one_full_run_exactly(scorer):
 
 
 def test_assembling_an_incomplete_run_is_an_error(scorer):
-    _, jobs = scorer.distinct_jobs([("", t) for t in TEXTS])
-    work = scorer.plan_work(jobs.encodings)
+    jobs, work = planned(scorer)
     partial = scorer.runner.run(work, work.batches[1:])
     with pytest.raises(RuntimeError, match="NaN"):
         scorer.assemble(jobs, work, partial)
@@ -80,8 +85,7 @@ def test_head_chunks_of_any_size_give_the_same_scores(scorer, monkeypatch, rows_
     """Chunks of 1 and 3 rows end each batch with a shorter chunk, which reads only its
     own rows of the shared buffers; 1000 rows hold every batch's targets in one chunk, so
     the buffers grow whenever a batch has more targets than any before it."""
-    _, jobs = scorer.distinct_jobs([("", t) for t in TEXTS])
-    work = scorer.plan_work(jobs.encodings)
+    jobs, work = planned(scorer)
     whole = scorer.runner.run(work)
     budget = rows_per_chunk * scorer.runner.vocab_size
     monkeypatch.setattr(runner_module, "HEAD_CHUNK_ELEMENTS", {"cpu": budget, "default": budget})
@@ -96,8 +100,7 @@ def test_a_large_vocabulary_still_gets_chunks_of_the_minimum_rows(scorer, monkey
     """When the element budget allows fewer rows than HEAD_MIN_ROWS, chunks take that many
     rows anyway (every chunk but a batch's last), so the projection's weight is not read
     for a handful of rows."""
-    _, jobs = scorer.distinct_jobs([("", t) for t in TEXTS])
-    work = scorer.plan_work(jobs.encodings)
+    _, work = planned(scorer)
     budget = scorer.runner.vocab_size  # one row a chunk by the element budget alone
     monkeypatch.setattr(runner_module, "HEAD_CHUNK_ELEMENTS", {"cpu": budget, "default": budget})
     monkeypatch.setattr(runner_module, "HEAD_MIN_ROWS", 4)
@@ -132,8 +135,7 @@ def test_cpu_run_releases_free_memory_when_the_length_changes_and_at_the_end(sco
     """The heap keeps what one length's batches free for the next batch of that length
     (see pll_harness.allocator); it must not carry it over to other lengths, and the last
     release comes after the head's buffers are gone, so that it returns them too."""
-    _, jobs = scorer.distinct_jobs([("", t) for t in TEXTS])
-    work = scorer.plan_work(jobs.encodings)
+    _, work = planned(scorer)
     lengths = [work.groups[batch.group].length for batch in work.batches]
     assert len(set(lengths)) > 2 and len(lengths) > len(set(lengths))  # a test that can fail
     events: list[object] = []
@@ -178,8 +180,7 @@ def test_full_logits_fallback_scores_the_same_and_takes_no_logits_buffer(scorer,
         def forward(self, input_ids, attention_mask):
             return self.inner(input_ids=input_ids, attention_mask=attention_mask)
 
-    _, jobs = scorer.distinct_jobs([("", t) for t in TEXTS])
-    work = scorer.plan_work(jobs.encodings)
+    _, work = planned(scorer)
     split = scorer.runner.run(work)
     fallback = split_masked_lm(Unknown(scorer.model).eval())
     assert not fallback.split
@@ -199,8 +200,7 @@ def test_full_logits_fallback_scores_the_same_and_takes_no_logits_buffer(scorer,
 
 
 def test_a_failed_cpu_run_still_releases_free_memory(scorer, monkeypatch):
-    _, jobs = scorer.distinct_jobs([("", t) for t in TEXTS])
-    work = scorer.plan_work(jobs.encodings)
+    _, work = planned(scorer)
     released = []
     monkeypatch.setattr(runner_module, "release_free_memory", lambda: released.append(1))
 
