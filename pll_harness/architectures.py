@@ -9,7 +9,11 @@ Each :class:`Architecture` names a transformers ``*ForMaskedLM`` class and says
   ``base_model``;
 - how many of its ``max_position_embeddings`` an input can use: fairseq-style models
   (RoBERTa and its descendants) number positions from ``pad_token_id + 1``, so their
-  table holds ``pad_token_id + 1`` rows that no input reaches.
+  table holds ``pad_token_id + 1`` rows that no input reaches;
+- where its layers share BERT's or DistilBERT's layout, how to run the encoder's last
+  layer at the target positions only (a :class:`LastLayer`): every position still needs
+  its keys and values there, but queries, the attention output and the feed-forward block
+  are needed at the targets alone: one position of a BLiMP copy's 13, on average.
 
 Adding an architecture is one entry in ``ARCHITECTURES`` plus its tiny test config in
 ``tests/test_architectures.py``, whose tests fail until both are right.  A model of any
@@ -24,6 +28,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import torch
+import torch.nn.functional as F
 
 Transform = Callable[[torch.Tensor], torch.Tensor]
 Projection = Callable[[], tuple[torch.Tensor, torch.Tensor | None]]
@@ -62,6 +67,30 @@ def after_padding(config: Any) -> int:
     return (config.pad_token_id or 0) + 1
 
 
+AtTargets = Callable[[torch.Tensor, torch.Tensor, torch.Tensor], torch.Tensor]
+
+
+@dataclass(frozen=True)
+class LastLayer:
+    """The encoder's last layer, ``module``, and ``at_targets(hidden, rows, positions)``:
+    that layer's output at ``(rows, positions)`` from its input ``hidden`` [copies, length,
+    width], computed with the layer's own modules.  Inputs carry no padding, so no
+    attention mask is needed.
+
+    Scoring needs the encoder's output at the targets only, and in the last layer nothing
+    else depends on the other positions' outputs: for a one-layer model that is most of
+    the encoder's work, for bert-base a twelfth of it (bench/README.md).
+    """
+
+    module: torch.nn.Module
+    at_targets: AtTargets
+
+
+def every_position(model: torch.nn.Module) -> None:
+    """No :class:`LastLayer`: the whole encoder runs, as in the model's own forward."""
+    return None
+
+
 @dataclass(frozen=True)
 class Architecture:
     """One supported ``*ForMaskedLM`` class (``model_class``, as transformers names it)."""
@@ -69,6 +98,7 @@ class Architecture:
     model_class: str
     head: Callable[[torch.nn.Module], Head]
     position_offset: Callable[[Any], int]
+    last_layer: Callable[[torch.nn.Module], LastLayer | None] = every_position
 
 
 def _linear(module: torch.nn.Linear) -> Projection:
@@ -121,18 +151,75 @@ def _modernbert_head(model: torch.nn.Module) -> Head:
     return Head(model.head, _linear(model.decoder))
 
 
+def _attend_from_targets(
+    hidden: torch.Tensor,
+    rows: torch.Tensor,
+    positions: torch.Tensor,
+    projections: tuple[torch.nn.Module, torch.nn.Module, torch.nn.Module],
+    heads: int,
+) -> torch.Tensor:
+    """Multi-head self-attention of the target positions over all positions of their row,
+    scaled by ``head_size ** -0.5`` like every BERT-style layer: ``[targets, width]``."""
+    query, key, value = projections
+    copies, length, _ = hidden.shape
+    queries = query(hidden[rows, positions])
+    size = queries.shape[-1] // heads
+
+    def per_head(states: torch.Tensor) -> torch.Tensor:
+        return states.view(copies, length, heads, size).transpose(1, 2)[rows]
+
+    mixed = F.scaled_dot_product_attention(
+        queries.view(-1, heads, 1, size), per_head(key(hidden)), per_head(value(hidden))
+    )
+    return mixed.reshape(-1, heads * size)
+
+
+def _bert_last_layer(model: torch.nn.Module) -> LastLayer | None:
+    """BertLayer and its copies (RoBERTa, XLM-R, CamemBERT, Data2VecText, ELECTRA).
+    transformers 4's relative position embeddings change the attention scores, so those
+    models run in full."""
+    config = model.config
+    if getattr(config, "position_embedding_type", "absolute") != "absolute" or config.is_decoder:
+        return None
+    layer = model.base_model.encoder.layer[-1]
+    attention = layer.attention.self
+    projections = (attention.query, attention.key, attention.value)
+
+    def at_targets(hidden: torch.Tensor, rows: torch.Tensor, positions: torch.Tensor):
+        mixed = _attend_from_targets(
+            hidden, rows, positions, projections, attention.num_attention_heads
+        )
+        attended = layer.attention.output(mixed, hidden[rows, positions])
+        return layer.output(layer.intermediate(attended), attended)
+
+    return LastLayer(layer, at_targets)
+
+
+def _distilbert_last_layer(model: torch.nn.Module) -> LastLayer:
+    layer = model.distilbert.transformer.layer[-1]
+    attention = layer.attention
+    projections = (attention.q_lin, attention.k_lin, attention.v_lin)
+
+    def at_targets(hidden: torch.Tensor, rows: torch.Tensor, positions: torch.Tensor):
+        mixed = _attend_from_targets(hidden, rows, positions, projections, attention.n_heads)
+        attended = layer.sa_layer_norm(attention.out_lin(mixed) + hidden[rows, positions])
+        return layer.output_layer_norm(layer.ffn(attended) + attended)
+
+    return LastLayer(layer, at_targets)
+
+
 ARCHITECTURES: dict[str, Architecture] = {
     spec.model_class: spec
     for spec in (
-        Architecture("BertForMaskedLM", _bert_head, no_offset),
-        Architecture("RobertaForMaskedLM", _roberta_head, after_padding),
-        Architecture("XLMRobertaForMaskedLM", _roberta_head, after_padding),
-        Architecture("CamembertForMaskedLM", _roberta_head, after_padding),
-        Architecture("Data2VecTextForMaskedLM", _roberta_head, after_padding),
+        Architecture("BertForMaskedLM", _bert_head, no_offset, _bert_last_layer),
+        Architecture("RobertaForMaskedLM", _roberta_head, after_padding, _bert_last_layer),
+        Architecture("XLMRobertaForMaskedLM", _roberta_head, after_padding, _bert_last_layer),
+        Architecture("CamembertForMaskedLM", _roberta_head, after_padding, _bert_last_layer),
+        Architecture("Data2VecTextForMaskedLM", _roberta_head, after_padding, _bert_last_layer),
         Architecture("LongformerForMaskedLM", _roberta_head, after_padding),
-        Architecture("DistilBertForMaskedLM", _distilbert_head, no_offset),
+        Architecture("DistilBertForMaskedLM", _distilbert_head, no_offset, _distilbert_last_layer),
         Architecture("AlbertForMaskedLM", _albert_head, no_offset),
-        Architecture("ElectraForMaskedLM", _electra_head, no_offset),
+        Architecture("ElectraForMaskedLM", _electra_head, no_offset, _bert_last_layer),
         Architecture("DebertaV2ForMaskedLM", _deberta_v2_head, no_offset),
         Architecture("ModernBertForMaskedLM", _modernbert_head, no_offset),
     )

@@ -1,10 +1,12 @@
-"""Split a masked LM into its encoder and its MLM head.
+"""Split a masked LM into what scoring needs: the encoder's output at the target positions,
+and the MLM head.
 
 Scoring needs logits at the target positions only.  Running the encoder on all copies and
 the head on the gathered target rows avoids the ``[copies x seq x vocab]`` logits tensor,
-which dominates time and memory for large vocabularies.  Each supported architecture's
-own head modules are called (see :mod:`pll_harness.architectures`), so the numbers are
-those of ``model(...).logits``.
+which dominates time and memory for large vocabularies.  Where the architecture's spec
+has a :class:`~pll_harness.architectures.LastLayer`, the encoder's last layer also runs at
+the targets only.  Each supported architecture's own modules are called (see
+:mod:`pll_harness.architectures`), so the numbers are those of ``model(...).logits``.
 """
 
 from __future__ import annotations
@@ -15,11 +17,13 @@ from dataclasses import dataclass
 
 import torch
 
-from pll_harness.architectures import ARCHITECTURES, architecture_of
+from pll_harness.architectures import ARCHITECTURES, LastLayer, architecture_of
 
 logger = logging.getLogger(f"lm_eval.{__name__}")
 
-Encoder = Callable[[torch.Tensor, torch.Tensor], torch.Tensor]
+TargetStates = Callable[[torch.Tensor, torch.Tensor, torch.Tensor], torch.Tensor]
+"""``states(input_ids, rows, positions)``: the encoder's output at ``(rows, positions)``
+of ``input_ids`` [copies, length], which hold no padding."""
 LogitsHead = Callable[[torch.Tensor, torch.Tensor | None], torch.Tensor]
 """``head(hidden rows, out)``: the logits of the rows, written into ``out`` where the head
 can (see :class:`pll_harness.architectures.Head`)."""
@@ -27,30 +31,65 @@ can (see :class:`pll_harness.architectures.Head`)."""
 
 @dataclass(frozen=True)
 class MaskedLMParts:
-    """``encoder(input_ids, attention_mask) -> hidden`` and ``head(hidden rows, out) ->
-    logits``.
+    """``states(input_ids, rows, positions) -> hidden rows`` and ``head(hidden rows, out)
+    -> logits``.
 
     ``split`` is False for the fallback, whose "hidden states" are already full logits
     (its head returns them as they are and leaves ``out`` alone).
     """
 
-    encoder: Encoder
+    states: TargetStates
     head: LogitsHead
     split: bool
 
 
-def _base_encoder(base: torch.nn.Module) -> Encoder:
-    def encode(input_ids: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
-        return base(input_ids=input_ids, attention_mask=attention_mask)[0]
+class _LastLayerReached(Exception):
+    """Ends the base model's forward where the last layer would start."""
 
-    return encode
+
+def _last_layer_input(last: torch.nn.Module, forward: Callable[[], object]) -> torch.Tensor:
+    """The hidden states that ``forward()`` feeds ``last``, without running ``last``: the
+    model's own code computes everything before it (embeddings, their projection, earlier
+    layers), so no architecture's preamble is re-implemented here."""
+    captured: list[torch.Tensor] = []
+
+    def stop(module: torch.nn.Module, args: tuple, kwargs: dict) -> None:
+        captured.append(args[0] if args else kwargs["hidden_states"])
+        raise _LastLayerReached
+
+    handle = last.register_forward_pre_hook(stop, with_kwargs=True)
+    try:
+        forward()
+    except _LastLayerReached:
+        pass
+    finally:
+        handle.remove()
+    return captured[0]
+
+
+def _target_states(base: torch.nn.Module, last: LastLayer | None) -> TargetStates:
+    if last is None:
+
+        def all_positions(input_ids: torch.Tensor, rows: torch.Tensor, positions: torch.Tensor):
+            return base(input_ids=input_ids, attention_mask=None)[0][rows, positions]
+
+        return all_positions
+
+    def targets_only(input_ids: torch.Tensor, rows: torch.Tensor, positions: torch.Tensor):
+        hidden = _last_layer_input(
+            last.module, lambda: base(input_ids=input_ids, attention_mask=None)
+        )
+        return last.at_targets(hidden, rows, positions)
+
+    return targets_only
 
 
 def split_masked_lm(model: torch.nn.Module) -> MaskedLMParts:
-    """Encoder and head of a supported architecture, or a full-logits fallback."""
+    """Target states and head of a supported architecture, or a full-logits fallback."""
     spec = architecture_of(model)
     if spec is not None:
-        return MaskedLMParts(_base_encoder(model.base_model), spec.head(model), True)
+        states = _target_states(model.base_model, spec.last_layer(model))
+        return MaskedLMParts(states, spec.head(model), True)
     logger.warning(
         "%s is not one of the architectures whose MLM head pll_harness applies at target "
         "positions only (%s); falling back to full logits, which is slower and uses more "
@@ -59,8 +98,8 @@ def split_masked_lm(model: torch.nn.Module) -> MaskedLMParts:
         ", ".join(ARCHITECTURES),
     )
 
-    def full_logits(input_ids: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
-        return model(input_ids=input_ids, attention_mask=attention_mask).logits
+    def full_logits(input_ids: torch.Tensor, rows: torch.Tensor, positions: torch.Tensor):
+        return model(input_ids=input_ids, attention_mask=None).logits[rows, positions]
 
     def logits_as_they_are(rows: torch.Tensor, out: torch.Tensor | None = None) -> torch.Tensor:
         return rows

@@ -1,10 +1,11 @@
 """The batched engine: run planned batches through the model and score their targets.
 
 Each batch (see :mod:`pll_harness.planning`) holds masked copies of one length, so it goes
-to the encoder without padding and without an attention mask.  The MLM head is applied
-only to the hidden states at target positions; log-softmax runs in float32 whatever the
-model's dtype.  Results stay on the device until the run ends: on a GPU nothing waits for
-a batch to finish before the next is sent, and progress is read from CUDA events.
+to the encoder without padding and without an attention mask.  The MLM head, and where
+the architecture allows the encoder's last layer (:mod:`pll_harness.heads`), run at the
+target positions only; log-softmax runs in float32 whatever the model's dtype.  Results
+stay on the device until the run ends: on a GPU nothing waits for a batch to finish
+before the next is sent, and progress is read from CUDA events.
 """
 
 from __future__ import annotations
@@ -111,8 +112,8 @@ class PLLRunner:
         index = np.stack([inputs.rows, inputs.positions, inputs.tokens, inputs.slots])
         input_ids = self._to_device(inputs.input_ids)
         rows, positions, tokens, slots = self._to_device(index)
-        hidden = self.parts.encoder(input_ids, None)
-        lp, top = self._head_scores(hidden[rows, positions], tokens, buffers)
+        hidden = self.parts.states(input_ids, rows, positions)
+        lp, top = self._head_scores(hidden, tokens, buffers)
         logprobs[slots] = lp
         greedy[slots] = top
 

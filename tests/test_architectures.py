@@ -1,7 +1,8 @@
 """Every architecture spec is complete and right: for a tiny random model of each (built
-from its transformers config class), the split head reproduces ``model(...).logits``
-(tolerance 1e-5 in float32) and an input of exactly ``max_positions`` tokens runs, one
-more does not wherever a learned position table sets the limit."""
+from its transformers config class), the split parts reproduce ``model(...).logits`` at
+the targets, several targets in one row included (tolerance 1e-5 in float32), and an
+input of exactly ``max_positions`` tokens runs, one more does not wherever a learned
+position table sets the limit."""
 
 from __future__ import annotations
 
@@ -72,21 +73,37 @@ def test_every_architecture_has_a_tiny_config():
 
 
 @pytest.mark.parametrize(("architecture", "variant"), CASES)
-def test_split_head_equals_full_logits(architecture, variant):
+def test_split_parts_equal_full_logits(architecture, variant):
     model = tiny_model(architecture, variant)
     parts = split_masked_lm(model)
     assert parts.split
     torch.manual_seed(1)
     input_ids = tokens(3, 11)
-    attention = torch.ones_like(input_ids)
-    attention[1, 7:] = 0
+    rows = torch.tensor([0, 1, 1, 2])
+    cols = torch.tensor([0, 3, 6, 10])
     with torch.no_grad():
-        full = model(input_ids=input_ids, attention_mask=attention).logits
-        hidden = parts.encoder(input_ids, attention)
-        rows = torch.tensor([0, 1, 1, 2])
-        cols = torch.tensor([0, 3, 6, 10])
-        gathered = parts.head(hidden[rows, cols])
+        full = model(input_ids=input_ids).logits
+        gathered = parts.head(parts.states(input_ids, rows, cols))
     torch.testing.assert_close(gathered, full[rows, cols], atol=1e-5, rtol=1e-5)
+
+
+def test_the_layouts_that_allow_it_run_their_last_layer_at_the_targets_only():
+    """The target-only last layer is what makes small models fast (bench/README.md); it
+    must not silently switch off for the architectures written for it."""
+    fast = {
+        architecture
+        for architecture, variant in CASES
+        if ARCHITECTURES[architecture].last_layer(tiny_model(architecture, variant))
+    }
+    assert fast == {
+        "BertForMaskedLM",
+        "RobertaForMaskedLM",
+        "XLMRobertaForMaskedLM",
+        "CamembertForMaskedLM",
+        "Data2VecTextForMaskedLM",
+        "DistilBertForMaskedLM",
+        "ElectraForMaskedLM",
+    }
 
 
 def _learned_position_table(model: torch.nn.Module) -> bool:
@@ -99,15 +116,17 @@ def test_max_positions_is_the_longest_input_the_model_takes(architecture, varian
     model = tiny_model(architecture, variant)
     limit = max_positions(model)
     assert limit is not None
-    encoder = split_masked_lm(model).encoder
+    states = split_masked_lm(model).states
+
+    def run(length: int) -> torch.Tensor:
+        every = torch.arange(length)
+        return states(tokens(1, length), torch.zeros_like(every), every)
+
     with torch.no_grad():
-        input_ids = tokens(1, limit)
-        hidden = encoder(input_ids, torch.ones_like(input_ids))
-        assert hidden.shape[:2] == (1, limit)
+        assert run(limit).shape[0] == limit
         if _learned_position_table(model):
-            too_long = tokens(1, limit + 1)
             with pytest.raises((IndexError, RuntimeError)):
-                encoder(too_long, torch.ones_like(too_long))
+                run(limit + 1)
 
 
 def test_a_model_without_a_spec_uses_its_whole_position_table():

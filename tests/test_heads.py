@@ -1,5 +1,6 @@
-"""split_masked_lm: the spec's head on the base model for supported architectures (checked
-architecture by architecture in test_architectures.py), full logits for any other model."""
+"""split_masked_lm: the spec's head on the base model's output at the targets for supported
+architectures (checked architecture by architecture in test_architectures.py), full
+logits for any other model."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ import logging
 import torch
 import transformers
 
+from pll_harness.architectures import ARCHITECTURES
 from pll_harness.heads import split_masked_lm
 
 TINY_BERT = transformers.BertConfig(
@@ -20,15 +22,45 @@ TINY_BERT = transformers.BertConfig(
 )
 
 
-def test_supported_architecture_runs_its_base_model_as_the_encoder():
+ROWS, POSITIONS = torch.tensor([0, 1, 1]), torch.tensor([4, 0, 3])
+
+
+def test_supported_architecture_gives_the_base_models_output_at_the_targets():
     torch.manual_seed(0)
     model = transformers.BertForMaskedLM(TINY_BERT).eval()
     parts = split_masked_lm(model)
     input_ids = torch.randint(3, 97, (2, 5))
     with torch.no_grad():
-        hidden = parts.encoder(input_ids, torch.ones_like(input_ids))
+        states = parts.states(input_ids, ROWS, POSITIONS)
+        expected = model.base_model(input_ids=input_ids)[0][ROWS, POSITIONS]
     assert parts.split
-    assert hidden.shape == (2, 5, TINY_BERT.hidden_size)
+    torch.testing.assert_close(states, expected, atol=1e-5, rtol=1e-5)
+
+
+def test_the_last_layer_runs_at_the_targets_only_and_leaves_no_hook():
+    """The base model stops where the last layer would start (a pre-hook), and the spec's
+    LastLayer computes the targets' rows: the layer's own forward never runs, and the
+    model runs in full afterwards as before."""
+    torch.manual_seed(0)
+    model = transformers.BertForMaskedLM(TINY_BERT).eval()
+    last = model.bert.encoder.layer[-1]
+    calls = []
+    last.register_forward_hook(lambda *_: calls.append(1))
+    input_ids = torch.randint(3, 97, (2, 5))
+    with torch.no_grad():
+        split_masked_lm(model).states(input_ids, ROWS, POSITIONS)
+        assert not calls
+        assert not last._forward_pre_hooks
+        model(input_ids=input_ids)
+    assert calls == [1]
+
+
+def test_relative_position_embeddings_run_the_last_layer_in_full():
+    """transformers 4's BERT layers add relative position scores that the target-only
+    layer does not compute; those configs keep the model's own last layer."""
+    model = transformers.BertForMaskedLM(TINY_BERT).eval()
+    model.config.position_embedding_type = "relative_key"
+    assert ARCHITECTURES["BertForMaskedLM"].last_layer(model) is None
 
 
 def test_unknown_architecture_falls_back_to_full_logits(caplog):
@@ -47,6 +79,6 @@ def test_unknown_architecture_falls_back_to_full_logits(caplog):
     assert "falling back to full logits" in caplog.text
     input_ids = torch.randint(3, 97, (2, 5))
     with torch.no_grad():
-        logits = parts.encoder(input_ids, torch.ones_like(input_ids))
-        expected = model(input_ids, torch.ones_like(input_ids)).logits
+        logits = parts.states(input_ids, ROWS, POSITIONS)
+        expected = model(input_ids, None).logits[ROWS, POSITIONS]
     torch.testing.assert_close(parts.head(logits), expected)

@@ -5,6 +5,7 @@ Tolerance: 1e-4 nats per sentence (the engine runs float32; the reference float6
 
 from __future__ import annotations
 
+import dataclasses
 import math
 
 import pytest
@@ -96,13 +97,13 @@ def test_metrics_differ_on_multi_piece_words(model_dir):
 def test_duplicates_are_scored_once_and_returned_in_order(model_dir):
     scorer = scorer_for(model_dir, "word_l2r")
     calls = []
-    encoder = scorer.runner.parts.encoder
+    states = scorer.runner.parts.states
 
-    def counting(input_ids, attention_mask):
+    def counting(input_ids, rows, positions):
         calls.append(input_ids.shape[0])
-        return encoder(input_ids, attention_mask)
+        return states(input_ids, rows, positions)
 
-    scorer.runner.parts = type(scorer.runner.parts)(counting, scorer.runner.parts.head, True)
+    scorer.runner.parts = dataclasses.replace(scorer.runner.parts, states=counting)
     unique = scorer.score(["A cat sat.", "The hooligan wrecked the souvenir."])
     calls.clear()
     repeated = scorer.score(["A cat sat.", "The hooligan wrecked the souvenir.", "A cat sat."])
@@ -119,13 +120,13 @@ def test_context_is_never_masked(model_dir):
     """Every copy the engine builds keeps the context tokens visible."""
     scorer = scorer_for(model_dir, "sentence_l2r")
     seen = []
-    encoder = scorer.runner.parts.encoder
+    states = scorer.runner.parts.states
 
-    def spy(input_ids, attention_mask):
+    def spy(input_ids, rows, positions):
         seen.append(input_ids.clone())
-        return encoder(input_ids, attention_mask)
+        return states(input_ids, rows, positions)
 
-    scorer.runner.parts = type(scorer.runner.parts)(spy, scorer.runner.parts.head, True)
+    scorer.runner.parts = dataclasses.replace(scorer.runner.parts, states=spy)
     context, continuation = "The hooligan wrecked", " the souvenir."
     scorer.score_requests([(context, continuation)])
     ids, _, targets = target_positions(scorer.tokenizer, context, continuation)
