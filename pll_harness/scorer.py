@@ -17,6 +17,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from pll_harness.collector import collector_paused
 from pll_harness.encoding import (
     Encodings,
     SpecialTokens,
@@ -187,6 +188,7 @@ class PLLScorer:
         scores = self.score_jobs(jobs, progress, multiplicity)
         return [scores[key] for key in keys]
 
+    @collector_paused()
     def distinct_jobs(self, requests: Sequence[tuple[str, str]]) -> tuple[list[int], Jobs]:
         """Map each request to a distinct job (``keys[i]`` is request i's job) and tokenize
         the jobs in one call; identical requests are tokenized and scored once."""
@@ -225,6 +227,7 @@ class PLLScorer:
             self._warned_truncation = True
         return work
 
+    @collector_paused()
     def assemble(
         self, jobs: Jobs, work: Work, results: TargetScores, first_job: int = 0
     ) -> list[SentenceScore]:
