@@ -24,7 +24,7 @@ side shows) with a cased WordPiece tokenizer trained on BLiMP + EventsAdapt, bui
 cached under ``$PLL_BENCH_CACHE`` (default ``bench/.cache``).  Speed does not depend on the
 weights; the report says which model was used.
 
-Useful FLOPs (what a perfect engine must compute; padding, full-vocabulary logits at
+Useful FLOPs (a full forward pass per copy; padding, full-vocabulary logits at
 non-target positions and other waste do not count), for a copy of L real tokens::
 
     encoder(L) = layers * (8*L*d^2 + 4*L*d*f + 4*L^2*d)
@@ -35,9 +35,12 @@ non-target positions and other waste do not count), for a copy of L real tokens:
     useful = sum over copies of encoder(L) + n_targets * head
 
 (``original`` and ``word_l2r`` need one copy per target; embeddings, layer norms, biases,
-softmax and GELU are left out, as is usual.)  The matmul peak is the best of several
-torch ``mm`` calls on 4096 x 4096 matrices (2*n^3 FLOPs each) in the dtype of the row, with
-the same thread count, measured at the start and the end of the run.
+softmax and GELU are left out, as is usual.)  This is the full-forward formulation that
+minicons and the paper's code compute; our engine runs the last layer of most
+architectures at the targets only, so for them it computes less than it is credited with.
+The matmul peak is the best of several torch ``mm`` calls on 4096 x 4096 matrices (2*n^3
+FLOPs each) in the dtype of the row, with the same thread count, measured at the start
+and the end of the run.
 
 This file imports only the standard library at the top so that minicons' venv (which has
 transformers<5 and no pll_harness) can run its worker part.
