@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import argparse
 import ctypes
-import datetime
 import json
 import subprocess
 import sys
@@ -128,10 +127,7 @@ def main() -> None:
             print(lines[-1], flush=True)
     finally:
         spec.unlink()
-    day = datetime.date.today().isoformat()
-    out = args.out_dir / f"allocator-settings-{pll_bench.machine_name('cpu')}-{day}-{args.arch}.md"
-    out.write_text("\n".join(lines) + "\n")
-    print(f"wrote {out}")
+    pll_bench.write_lines(args.out_dir, "allocator-settings", lines, f"-{args.arch}")
 
 
 if __name__ == "__main__":

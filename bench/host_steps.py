@@ -14,7 +14,6 @@ the table gives every time and the best.  "Running" ignores the scorer's pause r
 from __future__ import annotations
 
 import argparse
-import datetime
 import gc
 import sys
 import time
@@ -88,10 +87,7 @@ def main() -> None:
         listed = ", ".join(f"{run:.2f}" for run in runs)
         lines.append(f"| {step} | {way} | {listed} | {min(runs):.2f} |")
     print("\n".join(lines))
-    day = datetime.date.today().isoformat()
-    out = args.out_dir / f"host-steps-{pll_bench.machine_name('cpu')}-{day}.md"
-    out.write_text("\n".join(lines) + "\n")
-    print(f"wrote {out}")
+    pll_bench.write_lines(args.out_dir, "host-steps", lines)
 
 
 if __name__ == "__main__":

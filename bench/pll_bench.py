@@ -874,6 +874,16 @@ def markdown(report: dict[str, Any]) -> str:
     return "\n".join(lines) + "\n"
 
 
+def write_lines(out_dir: Path, name: str, lines: list[str], suffix: str = "") -> Path:
+    """Write a micro-benchmark's markdown to ``<out_dir>/<name>-<machine>-<date><suffix>.md``
+    and say where."""
+    day = dt.date.today().isoformat()
+    out = out_dir / f"{name}-{machine_name('cpu')}-{day}{suffix}.md"
+    out.write_text("\n".join(lines) + "\n")
+    print(f"wrote {out}")
+    return out
+
+
 def write_report(report: dict[str, Any], out_dir: Path, tag: str) -> None:
     out_dir.mkdir(parents=True, exist_ok=True)
     day = report["started_utc"][:10]
