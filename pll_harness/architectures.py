@@ -74,8 +74,11 @@ AtTargets = Callable[[torch.Tensor, torch.Tensor, torch.Tensor], torch.Tensor]
 class LastLayer:
     """The encoder's last layer, ``module``, and ``at_targets(hidden, rows, positions)``:
     that layer's output at ``(rows, positions)`` from its input ``hidden`` [copies, length,
-    width], computed with the layer's own modules.  Inputs carry no padding, so no
-    attention mask is needed.
+    width], computed with the layer's own projections, normalisations and feed-forward
+    block in eval mode, and ``F.scaled_dot_product_attention`` whatever the model's
+    attention implementation: equal to the layer's output up to float rounding (1e-5 in
+    tests/test_architectures.py).  Inputs carry no padding, so no attention mask is
+    needed.
 
     Scoring needs the encoder's output at the targets only, and in the last layer nothing
     else depends on the other positions' outputs: for a one-layer model that is most of
@@ -196,6 +199,9 @@ def _bert_last_layer(model: torch.nn.Module) -> LastLayer | None:
 
 
 def _distilbert_last_layer(model: torch.nn.Module) -> LastLayer:
+    """TransformerBlock.  Its FFN's own forward chunks along dimension 1, the sequence of a
+    ``[copies, length, width]`` input but the width of target rows, so the rows go to the
+    unchunked ``ff_chunk``."""
     layer = model.distilbert.transformer.layer[-1]
     attention = layer.attention
     projections = (attention.q_lin, attention.k_lin, attention.v_lin)
@@ -203,7 +209,7 @@ def _distilbert_last_layer(model: torch.nn.Module) -> LastLayer:
     def at_targets(hidden: torch.Tensor, rows: torch.Tensor, positions: torch.Tensor):
         mixed = _attend_from_targets(hidden, rows, positions, projections, attention.n_heads)
         attended = layer.sa_layer_norm(attention.out_lin(mixed) + hidden[rows, positions])
-        return layer.output_layer_norm(layer.ffn(attended) + attended)
+        return layer.output_layer_norm(layer.ffn.ff_chunk(attended) + attended)
 
     return LastLayer(layer, at_targets)
 

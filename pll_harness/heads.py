@@ -6,7 +6,8 @@ the head on the gathered target rows avoids the ``[copies x seq x vocab]`` logit
 which dominates time and memory for large vocabularies.  Where the architecture's spec
 has a :class:`~pll_harness.architectures.LastLayer`, the encoder's last layer also runs at
 the targets only.  Each supported architecture's own modules are called (see
-:mod:`pll_harness.architectures`), so the numbers are those of ``model(...).logits``.
+:mod:`pll_harness.architectures`), so the numbers are those of ``model(...).logits`` up
+to float rounding.
 """
 
 from __future__ import annotations
@@ -64,6 +65,11 @@ def _last_layer_input(last: torch.nn.Module, forward: Callable[[], object]) -> t
         pass
     finally:
         handle.remove()
+    if not captured:
+        raise RuntimeError(
+            "The model's forward never reached the encoder layer that was its last when "
+            "the scorer was built; build the scorer again after changing the model's layers."
+        )
     return captured[0]
 
 

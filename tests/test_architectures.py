@@ -32,7 +32,17 @@ CONFIGS: dict[str, dict[str, dict]] = {
     "CamembertForMaskedLM": {"base": FAIRSEQ},
     "Data2VecTextForMaskedLM": {"base": FAIRSEQ},
     "LongformerForMaskedLM": {"base": {**FAIRSEQ, "attention_window": 4}},
-    "DistilBertForMaskedLM": {"base": {"dim": 32, "n_layers": 2, "n_heads": 2, "hidden_dim": 48}},
+    "DistilBertForMaskedLM": {
+        "base": {"dim": 32, "n_layers": 2, "n_heads": 2, "hidden_dim": 48},
+        # Its FFN chunks along dimension 1, which target rows do not have as a sequence.
+        "chunked": {
+            "dim": 32,
+            "n_layers": 2,
+            "n_heads": 2,
+            "hidden_dim": 48,
+            "chunk_size_feed_forward": 1,
+        },
+    },
     "AlbertForMaskedLM": {"base": {"embedding_size": 16}},
     "ElectraForMaskedLM": {"base": {"embedding_size": 16}},
     "DebertaV2ForMaskedLM": {
