@@ -157,15 +157,16 @@ def _modernbert_head(model: torch.nn.Module) -> Head:
 def _attend_from_targets(
     hidden: torch.Tensor,
     rows: torch.Tensor,
-    positions: torch.Tensor,
+    own: torch.Tensor,
     projections: tuple[torch.nn.Module, torch.nn.Module, torch.nn.Module],
     heads: int,
 ) -> torch.Tensor:
-    """Multi-head self-attention of the target positions over all positions of their row,
-    scaled by ``head_size ** -0.5`` like every BERT-style layer: ``[targets, width]``."""
+    """Multi-head self-attention of the targets (their input states ``own``, in rows
+    ``rows`` of ``hidden``) over all positions of their row, scaled by ``head_size **
+    -0.5`` like every BERT-style layer: ``[targets, width]``."""
     query, key, value = projections
     copies, length, _ = hidden.shape
-    queries = query(hidden[rows, positions])
+    queries = query(own)
     size = queries.shape[-1] // heads
 
     def per_head(states: torch.Tensor) -> torch.Tensor:
@@ -189,10 +190,9 @@ def _bert_last_layer(model: torch.nn.Module) -> LastLayer | None:
     projections = (attention.query, attention.key, attention.value)
 
     def at_targets(hidden: torch.Tensor, rows: torch.Tensor, positions: torch.Tensor):
-        mixed = _attend_from_targets(
-            hidden, rows, positions, projections, attention.num_attention_heads
-        )
-        attended = layer.attention.output(mixed, hidden[rows, positions])
+        own = hidden[rows, positions]
+        mixed = _attend_from_targets(hidden, rows, own, projections, attention.num_attention_heads)
+        attended = layer.attention.output(mixed, own)
         return layer.output(layer.intermediate(attended), attended)
 
     return LastLayer(layer, at_targets)
@@ -207,8 +207,9 @@ def _distilbert_last_layer(model: torch.nn.Module) -> LastLayer:
     projections = (attention.q_lin, attention.k_lin, attention.v_lin)
 
     def at_targets(hidden: torch.Tensor, rows: torch.Tensor, positions: torch.Tensor):
-        mixed = _attend_from_targets(hidden, rows, positions, projections, attention.n_heads)
-        attended = layer.sa_layer_norm(attention.out_lin(mixed) + hidden[rows, positions])
+        own = hidden[rows, positions]
+        mixed = _attend_from_targets(hidden, rows, own, projections, attention.n_heads)
+        attended = layer.sa_layer_norm(attention.out_lin(mixed) + own)
         return layer.output_layer_norm(layer.ffn.ff_chunk(attended) + attended)
 
     return LastLayer(layer, at_targets)
