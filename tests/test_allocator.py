@@ -1,9 +1,11 @@
 """The CPU allocator settings: both mallopt calls made once per process on glibc (checked
 on a stand-in C library), their effect on a real glibc (a large block comes from the heap
-and its freed pages stay resident until released), and nothing done elsewhere."""
+and its freed pages stay resident until released), nothing done elsewhere, and MKL's
+work buffers given back on release (on torch's own MKL, where it has one)."""
 
 from __future__ import annotations
 
+import ctypes
 import os
 import platform
 import subprocess
@@ -11,6 +13,7 @@ import sys
 import textwrap
 
 import pytest
+import torch
 
 from pll_harness import allocator
 from pll_harness.runner import PLLRunner
@@ -45,6 +48,9 @@ def libc(monkeypatch) -> StandInLibc:
     monkeypatch.setattr(allocator.platform, "system", lambda: "Linux")
     monkeypatch.setattr(allocator.platform, "libc_ver", lambda: ("glibc", "2.36"))
     monkeypatch.setattr(allocator.ctypes, "CDLL", lambda name: stand_in)
+    monkeypatch.setattr(
+        allocator, "_mkl_free_buffers", lambda: lambda: stand_in.calls.append(("mkl_free",))
+    )
     allocator._glibc.cache_clear()
     yield stand_in
     allocator._glibc.cache_clear()
@@ -64,16 +70,37 @@ def test_a_refused_setting_is_reported_and_tried_again(libc):
     assert libc.calls == [("mallopt", -3, 32 << 20)] * 2
 
 
-def test_release_trims_every_arena(libc):
+def test_release_frees_mkl_buffers_then_trims_every_arena(libc):
     allocator.release_free_memory()
-    assert libc.calls == [("malloc_trim", 0)]
+    assert libc.calls == [("mkl_free",), ("malloc_trim", 0)]
 
 
 def test_other_c_libraries_are_left_alone(libc, monkeypatch):
     monkeypatch.setattr(allocator.platform, "system", lambda: "Darwin")
     assert allocator.reuse_freed_blocks() is False
     allocator.release_free_memory()
-    assert libc.calls == []
+    assert libc.calls == [("mkl_free",)]
+
+
+def mkl_buffer_bytes() -> int:
+    """Bytes that MKL's memory manager holds (``mkl_mem_stat``, exported by torch's wheels
+    under its internal name)."""
+    library = allocator._mkl_library()
+    stat = getattr(library, "mkl_mem_stat", None) or library.mkl_serv_mem_stat
+    stat.restype, stat.argtypes = ctypes.c_int64, [ctypes.POINTER(ctypes.c_int)]
+    return stat(ctypes.byref(ctypes.c_int()))
+
+
+@pytest.mark.skipif(allocator._mkl_library() is None, reason="torch without MKL")
+def test_mkl_work_buffers_are_given_back():
+    weight = torch.randn(512, 256)
+    with torch.inference_mode():
+        for rows in (97, 211, 389):  # shapes no other test multiplies
+            torch.nn.functional.linear(torch.randn(rows, 256), weight)
+    held = mkl_buffer_bytes()
+    allocator.release_free_memory()
+    assert held > 0
+    assert mkl_buffer_bytes() == 0
 
 
 def test_only_cpu_runners_configure_the_allocator(monkeypatch):
