@@ -308,23 +308,42 @@ def check_sizes(**sizes: Any) -> None:
             raise ValueError(f"{name}={value!r} is not valid; use a positive integer or None.")
 
 
-def default_batch_tokens(model: torch.nn.Module, device: torch.device) -> int:
-    """A token budget per forward pass that keeps activations well inside memory.
+CPU_ACTIVATION_BYTES = 24 << 20
+"""Activation memory a CPU batch may take, by :func:`activation_bytes_per_token`: 512
+tokens of bert-base, the budget that was its best trade of speed for memory (bench/README.md),
+and proportionally more for narrower models, whose batches are bound by per-batch costs
+rather than by their arithmetic: 20,000 BLiMP sentences on the nano model took 5.3-6.2 s
+at 512 tokens, 2.3-2.7 s at 2048 and 1.4-1.9 s at 65536, for 21 MB more memory."""
 
-    On CPU, 512 tokens: the activations of a batch, which the heap keeps for the next
-    batch of the same length (:mod:`pll_harness.allocator`), then add 36-48 MB to a
-    bert-base run's peak; bigger budgets add activation memory, and 256 bought back
-    little of it (bench/README.md).  On a GPU the budget grows with free memory,
-    estimated from the model's width and depth.
-    """
-    if device.type != "cuda":
-        return 512
-    free, _ = torch.cuda.mem_get_info(device)
+CPU_BATCH_TOKENS = (512, 1 << 16)
+"""Fewest and most tokens of a CPU batch's budget."""
+
+
+def activation_bytes_per_token(model: torch.nn.Module) -> int:
+    """Rough bytes of one layer's activations per token, from the model's width: the
+    hidden states, queries, keys, values and attention output, and the feed-forward block's
+    intermediate states before and after the activation.  Attention scores are not counted:
+    the default (SDPA) kernels do not hold them whole."""
     config = model.config
     hidden = getattr(config, "hidden_size", 768)
     intermediate = getattr(config, "intermediate_size", 4 * hidden)
     element = next(model.parameters()).element_size()
-    per_token = (8 * hidden + 2 * intermediate) * element
+    return (8 * hidden + 2 * intermediate) * element
+
+
+def default_batch_tokens(model: torch.nn.Module, device: torch.device) -> int:
+    """A token budget per forward pass that keeps activations well inside memory.
+
+    On CPU, CPU_ACTIVATION_BYTES of activations: the heap keeps a batch's activations for
+    the next batch of the same length (:mod:`pll_harness.allocator`), so they add to the
+    run's peak, and on bert-base larger budgets bought no speed.  On a GPU the budget grows
+    with free memory.
+    """
+    per_token = activation_bytes_per_token(model)
+    if device.type != "cuda":
+        fewest, most = CPU_BATCH_TOKENS
+        return int(max(fewest, min(CPU_ACTIVATION_BYTES // per_token, most)))
+    free, _ = torch.cuda.mem_get_info(device)
     return int(max(2048, min(free * 0.4 / per_token, 1 << 20)))
 
 

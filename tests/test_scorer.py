@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+from types import SimpleNamespace
 
 import pytest
 import torch
@@ -14,7 +15,7 @@ from conftest import real_model_dirs
 from reference_pll import float64_model, naive_pll, target_positions
 
 from pll_harness.metrics import PLL_METRICS
-from pll_harness.scorer import PLLScorer
+from pll_harness.scorer import PLLScorer, default_batch_tokens
 
 TOLERANCE = 1e-4
 
@@ -244,3 +245,26 @@ def test_sizes_must_be_positive_integers(tiny_bert_dir, name, value):
         scorer_for(tiny_bert_dir, "word_l2r", **{name: value})
     with pytest.raises(ValueError, match=f"{name}={value!r} is not valid"):
         score(["The cat sat."], model=tiny_bert_dir, device="cpu", **{name: value})
+
+
+def width_stand_in(hidden: int, intermediate: int, dtype: torch.dtype) -> torch.nn.Module:
+    """A module with what the token budget reads: a config's widths and a parameter's dtype."""
+    module = torch.nn.Linear(1, 1, dtype=dtype)
+    module.config = SimpleNamespace(hidden_size=hidden, intermediate_size=intermediate)
+    return module
+
+
+@pytest.mark.parametrize(
+    ("hidden", "intermediate", "dtype", "tokens"),
+    [
+        (768, 3072, torch.float32, 512),  # bert-base: the budget measured best for it
+        (256, 1024, torch.float32, 1536),  # pll-demo: three times narrower
+        (8, 32, torch.float32, 49152),  # the benchmark's nano model
+        (2, 8, torch.float32, 1 << 16),  # no narrower than the most tokens
+        (1024, 4096, torch.float32, 512),  # bert-large: no fewer than the fewest
+        (768, 3072, torch.bfloat16, 1024),  # half the bytes per element
+    ],
+)
+def test_cpu_token_budget_follows_activation_memory(hidden, intermediate, dtype, tokens):
+    model = width_stand_in(hidden, intermediate, dtype)
+    assert default_batch_tokens(model, torch.device("cpu")) == tokens
