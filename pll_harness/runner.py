@@ -22,10 +22,10 @@ from pll_harness.heads import MaskedLMParts
 from pll_harness.planning import Batch, Work
 
 HEAD_CHUNK_ELEMENTS = {"cpu": 1 << 20, "default": 1 << 26}
-"""Upper bound on logits per chunk (rows x vocab).  A run holds one chunk's logits and their
-log-softmax (the full-logits fallback only the latter), 2 x 4 MB in float32 on the CPU
-(4 MB chunks of a 4000-word vocabulary ran faster than 2 and 8 MB ones, bench/README.md),
-2 x 256 MB on accelerators."""
+"""Upper bound on logits per chunk (rows x vocab).  A run holds one chunk's float32 logits,
+overwritten by their log-softmax: 4 MB on the CPU (4 MB chunks of a 4000-word vocabulary
+ran faster than 2 and 8 MB ones, bench/README.md), 256 MB on accelerators; logits in
+bfloat16 or float16 take a float32 buffer besides for the log-softmax."""
 
 HEAD_MIN_ROWS = 32
 """Fewest rows per chunk, whatever the vocabulary: each chunk reads the projection's whole
@@ -33,7 +33,7 @@ weight, so with a large vocabulary small chunks are bound by that read.  On the 
 time per target at 768 dimensions (``bench/head_chunks.py``): with 250,002 words (XLM-R)
 34 ms in chunks of 4 rows (what HEAD_CHUNK_ELEMENTS alone allows) against 6-8 ms in
 chunks of 32-42; with 50,265 (RoBERTa) 2.0-2.2 ms in chunks of 20 against 1.3-1.7.  The
-buffers grow accordingly: 2 x 32 MB at 250,002 words."""
+buffer grows accordingly: 32 MB at 250,002 words in float32."""
 
 BATCHES_IN_FLIGHT = 8
 """How many batches the host may send ahead of a GPU: enough to keep it busy while the
@@ -145,10 +145,7 @@ class PLLRunner:
             out = buffers.take("logits", rows, self.vocab_size) if self.parts.split else None
             logits = self.parts.head(rows, out)
             lsm = torch.log_softmax(
-                logits,
-                -1,
-                dtype=torch.float32,
-                out=buffers.take("logprobs", logits, logits.shape[1], torch.float32),
+                logits, -1, dtype=torch.float32, out=_float32_out(logits, buffers)
             )
             picked = lsm.gather(1, target_tokens[start:stop, None]).squeeze(1)
             logprobs[start:stop] = picked
@@ -156,8 +153,18 @@ class PLLRunner:
         return logprobs, greedy
 
 
+def _float32_out(logits: torch.Tensor, buffers: _ChunkBuffers) -> torch.Tensor:
+    """Where the float32 log-softmax of ``logits`` goes: over float32 logits themselves,
+    which nothing reads afterwards, so a chunk needs one buffer rather than two (bench/README.md);
+    else into a float32 buffer."""
+    if logits.dtype == torch.float32:
+        return logits
+    return buffers.take("logprobs", logits, logits.shape[1], torch.float32)
+
+
 class _ChunkBuffers:
-    """The head's logits and log-softmax, kept for the whole run and reused by every chunk.
+    """The head's logits (and their float32 log-softmax where the logits are not float32),
+    kept for the whole run and reused by every chunk.
 
     For a small model the head's passes over the vocabulary are much of the work, and
     fresh tensors for every chunk cost more than its arithmetic when each large block was

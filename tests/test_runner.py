@@ -171,7 +171,7 @@ def test_cpu_run_releases_free_memory_when_the_length_changes_and_at_the_end(sco
 def test_full_logits_fallback_scores_the_same_and_takes_no_logits_buffer(scorer, monkeypatch):
     """A model of an unknown class runs whole and its logits are gathered as they are: the
     scores equal the split head's to float32 rounding of differently shaped products, and
-    no logits buffer is allocated for a head that would not use it."""
+    no buffer is allocated: the gathered float32 logits take their own log-softmax."""
 
     class Unknown(torch.nn.Module):
         def __init__(self, inner: torch.nn.Module) -> None:
@@ -197,7 +197,29 @@ def test_full_logits_fallback_scores_the_same_and_takes_no_logits_buffer(scorer,
     whole = scorer.runner.run(work)
     torch.testing.assert_close(whole.logprobs, split.logprobs, atol=1e-5, rtol=1e-5)
     assert torch.equal(whole.greedy, split.greedy)
-    assert taken and "logits" not in taken
+    assert taken == []
+
+
+@pytest.mark.parametrize(
+    ("dtype", "buffers"), [(torch.float32, ["logits"]), (torch.bfloat16, ["logits", "logprobs"])]
+)
+def test_float32_logits_take_their_log_softmax_in_place(tiny_bert_dir, monkeypatch, dtype, buffers):
+    """Float32 logits are overwritten by their log-softmax, which saves a buffer of a
+    chunk's size; logits of a lower precision get a float32 buffer for it.  Scores equal
+    the float64 reference either way (test_scorer), so here: which buffers a run takes."""
+    scorer = PLLScorer.from_pretrained(tiny_bert_dir, "word_l2r", device="cpu", dtype=dtype)
+    _, work = planned(scorer)
+    taken: set[str] = set()
+    take = _ChunkBuffers.take
+
+    def recording(self, name, *rest):
+        taken.add(name)
+        return take(self, name, *rest)
+
+    monkeypatch.setattr(_ChunkBuffers, "take", recording)
+    scores = scorer.runner.run(work)
+    assert sorted(taken) == buffers
+    assert not bool(torch.isnan(scores.logprobs).any())
 
 
 def test_a_failed_cpu_run_still_releases_free_memory(scorer, monkeypatch):
