@@ -308,14 +308,16 @@ def check_sizes(**sizes: Any) -> None:
             raise ValueError(f"{name}={value!r} is not valid; use a positive integer or None.")
 
 
-CPU_ACTIVATION_BYTES = 24 << 20
-"""Activation memory a CPU batch may take, by :func:`activation_bytes_per_token`: 512
-tokens of bert-base, the budget that was its best trade of speed for memory (bench/README.md),
-and proportionally more for narrower models, whose batches are bound by per-batch costs
-rather than by their arithmetic: 20,000 BLiMP sentences on the nano model took 5.3-6.2 s
-at 512 tokens, 2.3-2.7 s at 2048 and 1.4-1.9 s at 65536, for 21 MB more memory."""
+CPU_ACTIVATION_BYTES = 15 << 20
+"""Activation memory a CPU batch may take, by :func:`activation_bytes_per_token`.  On
+bert-base that is 320 tokens: 150 BLiMP sentences ran as fast as at 384 and 512 tokens
+(18.5-21.3 s against 18.6-21.1 and 19.3-22.8) with a peak 12 and 25 MB lower, while 256
+tokens were about 10% slower (bench/README.md).  Narrower models get proportionally more
+tokens, since their batches are bound by per-batch costs rather than by arithmetic: 20,000
+BLiMP sentences on the nano model took 5.3-6.2 s at 512 tokens, 2.3-2.7 s at 2048 and
+1.4-1.9 s at 65536, for 21 MB more memory."""
 
-CPU_BATCH_TOKENS = (512, 1 << 16)
+CPU_BATCH_TOKENS = (128, 1 << 16)
 """Fewest and most tokens of a CPU batch's budget."""
 
 

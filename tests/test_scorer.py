@@ -257,12 +257,13 @@ def width_stand_in(hidden: int, intermediate: int, dtype: torch.dtype) -> torch.
 @pytest.mark.parametrize(
     ("hidden", "intermediate", "dtype", "tokens"),
     [
-        (768, 3072, torch.float32, 512),  # bert-base: the budget measured best for it
-        (256, 1024, torch.float32, 1536),  # pll-demo: three times narrower
-        (8, 32, torch.float32, 49152),  # the benchmark's nano model
+        (768, 3072, torch.float32, 320),  # bert-base: the budget measured best for it
+        (256, 1024, torch.float32, 960),  # pll-demo: three times narrower
+        (8, 32, torch.float32, 30720),  # the benchmark's nano model
         (2, 8, torch.float32, 1 << 16),  # no narrower than the most tokens
-        (1024, 4096, torch.float32, 512),  # bert-large: no fewer than the fewest
-        (768, 3072, torch.bfloat16, 1024),  # half the bytes per element
+        (1024, 4096, torch.float32, 240),  # bert-large
+        (8192, 32768, torch.float32, 128),  # no wider than the fewest tokens
+        (768, 3072, torch.bfloat16, 640),  # half the bytes per element
     ],
 )
 def test_cpu_token_budget_follows_activation_memory(hidden, intermediate, dtype, tokens):
