@@ -233,6 +233,8 @@ def test_sentences_are_requested_verbatim_with_no_context(tm: TaskManager) -> No
             ("", doc["sentence_bad"]),
         ]
         assert task.config.num_fewshot == 0
+        # a function: lm-eval compiles a string as a Jinja template for every document
+        assert callable(task.config.doc_to_text)
 
 
 # --------------------------------------------------------------------------- CrowS-Pairs

@@ -201,6 +201,11 @@ def _check_sentences(dataset: datasets.Dataset, names: list[str], paths: list[Pa
 # --------------------------------------------------------------------------- scoring
 
 
+def no_context(doc: Mapping[str, Any]) -> str:
+    """Every sentence is scored on its own: the context is empty."""
+    return ""
+
+
 def minimal_pair_choices(doc: Mapping[str, Any]) -> list[str]:
     """Both sentences verbatim; a function, not Jinja, so quotes need no escaping."""
     return [doc[GOOD], doc[BAD]]
