@@ -13,12 +13,17 @@ from __future__ import annotations
 
 import itertools
 from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
+import torch
 
 from pll_harness.masking import NO_WORD
+
+TEXTS_PER_THREAD = 4096
+"""Fewest texts worth a tokenizer thread of their own (see :func:`_encode_in_threads`)."""
 
 
 @dataclass(frozen=True)
@@ -243,10 +248,31 @@ def _rust_encodings(tokenizer: Any, texts: list[str]) -> list[Any]:
     )
     if backend is None or own_path or backend.truncation or backend.padding:
         return tokenizer(texts, add_special_tokens=False, verbose=False).encodings
-    encodings = backend.encode_batch(texts, add_special_tokens=False)
+    encodings = _encode_in_threads(backend, texts)
     if encodings[0].ids != probe.encodings[0].ids:  # a setting we do not know of: play safe
         return tokenizer(texts, add_special_tokens=False, verbose=False).encodings
     return encodings
+
+
+def _encode_in_threads(backend: Any, texts: list[str]) -> list[Any]:
+    """``backend.encode_batch(texts)`` in consecutive parts on torch's intra-op thread count.
+
+    lm-eval's command line sets ``TOKENIZERS_PARALLELISM=false`` for its whole process, so
+    one call runs on one core: 2.8-3.2 s for all of BLiMP on a 2-core machine, against
+    1.6 s in two threads.  The Rust call releases the GIL, so Python threads suffice; the
+    thread count is the one the user gave torch, so that tokenizing uses no more cores than
+    the model does.  Each part is encoded exactly as it would be in one call.
+    """
+    parts = max(1, min(torch.get_num_threads(), len(texts) // TEXTS_PER_THREAD))
+    if parts == 1:
+        return backend.encode_batch(texts, add_special_tokens=False)
+    size = -(-len(texts) // parts)
+    chunks = [texts[start : start + size] for start in range(0, len(texts), size)]
+    with ThreadPoolExecutor(len(chunks), thread_name_prefix="pll-tokenize") as pool:
+        encoded = pool.map(
+            lambda chunk: backend.encode_batch(chunk, add_special_tokens=False), chunks
+        )
+        return list(itertools.chain.from_iterable(encoded))
 
 
 def _encode_slow(tokenizer: Any, text: str, boundary: int) -> Encoded:

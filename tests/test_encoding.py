@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 from transformers import AutoTokenizer
 
+from pll_harness import encoding
 from pll_harness.encoding import (
     common_prefix_length,
     encode_request,
@@ -96,3 +97,44 @@ def test_common_prefix_length():
     assert common_prefix_length([5, 6], [5, 6, 7]) == 2
     assert common_prefix_length([], [1]) == 0
     assert common_prefix_length((1, 2), [3]) == 0
+
+
+TEXTS = [
+    "The hooligan wrecked the souvenir.",
+    "Who should Derek hug after shocking Richard?",
+    "These dogs, unlike that cat, weren't barking at 3:45 in the morning!",
+    "A cat sat.",
+    "",
+    "Hi",
+    "The teachers who the student admires have praised the orchestra.",
+] * 2
+
+
+class RecordingBackend:
+    """A Rust tokenizer that records how many texts each ``encode_batch`` call gets."""
+
+    def __init__(self, backend) -> None:
+        self.backend, self.calls = backend, []
+
+    def encode_batch(self, texts, add_special_tokens):
+        self.calls.append(len(texts))
+        return self.backend.encode_batch(texts, add_special_tokens=add_special_tokens)
+
+
+def test_tokenizing_in_threads_equals_one_call(tokenizer, monkeypatch):
+    monkeypatch.setattr(encoding, "TEXTS_PER_THREAD", 2)
+    monkeypatch.setattr(encoding.torch, "get_num_threads", lambda: 3)
+    backend = RecordingBackend(tokenizer.backend_tokenizer)
+    threaded = encoding._encode_in_threads(backend, TEXTS)
+    whole = tokenizer.backend_tokenizer.encode_batch(TEXTS, add_special_tokens=False)
+    assert backend.calls == [5, 5, 4]
+    assert [(e.ids, e.offsets, e.word_ids) for e in threaded] == [
+        (e.ids, e.offsets, e.word_ids) for e in whole
+    ]
+
+
+def test_few_texts_get_one_call(tokenizer, monkeypatch):
+    monkeypatch.setattr(encoding.torch, "get_num_threads", lambda: 3)
+    backend = RecordingBackend(tokenizer.backend_tokenizer)
+    encoding._encode_in_threads(backend, TEXTS)
+    assert backend.calls == [len(TEXTS)]
