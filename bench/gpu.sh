@@ -8,7 +8,8 @@
 #   sample   ours vs minicons on 2,000 seeded BLiMP sentences, fp32 and bf16, word_l2r
 #   all      all 134,000 BLiMP sentences through PLLScorer.score, bf16, SDPA then eager
 #            attention, with the phase breakdown and the share of the run the GPU is busy
-#   lm_eval  `lm_eval --model pll-mlm ... --tasks blimp_pll` end to end, wall time
+#   lm_eval  `lm_eval --model pll-mlm ... --tasks blimp_pll` end to end, wall time, and where it
+#            goes (bench/lm_eval_phases.py, which runs lm-eval's command line in-process)
 #   bf16     bf16 against fp32 on all BLiMP pairs with the packaged pll-demo (decision flips)
 #
 # Model: a random-weight bert-base architecture (bench/pll_bench.py --arch bert-base), or
@@ -75,7 +76,7 @@ import sys; sys.argv = ['x']; sys.path.insert(0, 'bench')
 import pll_bench
 print(pll_bench.resolve_model(pll_bench.parse_args([]))[0])")
     start=$(date +%s.%N)
-    "$(dirname "$PY")/lm_eval" --model pll-mlm \
+    $PY bench/lm_eval_phases.py --phases-out "$RESULTS/lm_eval-phases.md" --model pll-mlm \
         --model_args "pretrained=$model,pll_metric=word_l2r,dtype=bfloat16" --tasks blimp_pll \
         --device "$DEVICE" --batch_size auto --output_path "$RESULTS/lm_eval" 2>&1 |
         tee "$RESULTS/lm_eval.log"

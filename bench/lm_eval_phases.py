@@ -1,0 +1,117 @@
+"""Where the wall time of one ``lm_eval`` run goes: lm-eval's start-up, loading our model,
+building the requests, our engine's steps, and lm-eval's work on the results.
+
+    python bench/lm_eval_phases.py --model_args pretrained=DIR,pll_metric=word_l2r \
+        --tasks blimp_pll --device cpu
+    python bench/lm_eval_phases.py --phases-out results.md <any other lm_eval arguments>
+
+Runs lm-eval's own command line in this process (``--model pll-mlm`` unless another is
+given) with a timer around each phase's function, and prints the phases after lm-eval's
+own output; ``--phases-out`` also writes them as markdown.  Issue 12's target is the whole
+run (``lm_eval ... --tasks blimp_pll`` in at most 40 s on an H100), and this table says
+which part is lm-eval's own start-up, which no engine can shorten.
+"""
+
+from __future__ import annotations
+
+import time
+
+STARTED = time.perf_counter()
+
+import argparse  # noqa: E402
+import functools  # noqa: E402
+import sys  # noqa: E402
+from collections import defaultdict  # noqa: E402
+from collections.abc import Callable  # noqa: E402
+from pathlib import Path  # noqa: E402
+from typing import Any  # noqa: E402
+
+import lm_eval.evaluator  # noqa: E402
+import lm_eval.tasks.manager  # noqa: E402
+from lm_eval.__main__ import cli_evaluate  # noqa: E402
+from lm_eval.api.task import Task  # noqa: E402
+
+import pll_harness.lm  # noqa: E402
+from pll_harness.runner import PLLRunner  # noqa: E402
+from pll_harness.scorer import PLLScorer  # noqa: E402
+
+IMPORTED = time.perf_counter()
+
+PHASES: list[tuple[str, Any, str]] = [
+    ("lm-eval: index every task folder", lm_eval.tasks.manager.TaskManager, "__init__"),
+    ("pll-mlm: load the model", pll_harness.lm.PLLMaskedLM, "__init__"),
+    ("lm-eval: build the requests", Task, "build_all_requests"),
+    ("pll-mlm: loglikelihood, all of it", pll_harness.lm.PLLMaskedLM, "loglikelihood"),
+    ("  tokenize", PLLScorer, "distinct_jobs"),
+    ("  plan", PLLScorer, "plan_work"),
+    ("  run the model", PLLRunner, "run"),
+    ("  assemble", PLLScorer, "assemble"),
+    ("lm-eval: evaluate, all of it", lm_eval.evaluator, "evaluate"),
+]
+"""(label, owner, attribute): the functions timed, each summed over its calls."""
+
+seconds: dict[str, float] = defaultdict(float)
+
+
+def timed(label: str, function: Callable) -> Callable:
+    @functools.wraps(function)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        start = time.perf_counter()
+        try:
+            return function(*args, **kwargs)
+        finally:
+            seconds[label] += time.perf_counter() - start
+
+    return wrapper
+
+
+def table(total: float) -> list[str]:
+    evaluate = seconds["lm-eval: evaluate, all of it"]
+    after = (
+        evaluate
+        - seconds["lm-eval: build the requests"]
+        - seconds["pll-mlm: loglikelihood, all of it"]
+    )
+    accounted = (
+        (IMPORTED - STARTED)
+        + seconds["lm-eval: index every task folder"]
+        + seconds["pll-mlm: load the model"]
+        + evaluate
+    )
+    rows = [
+        ("imports (lm-eval, torch, transformers, pll_harness)", IMPORTED - STARTED),
+        *((label, seconds[label]) for label, _, _ in PHASES if "evaluate" not in label),
+        ("lm-eval: scoring the results, aggregating, printing", after),
+        ("other (argument parsing, loading tasks, seeding, ...)", total - accounted),
+        ("**total**", total),
+    ]
+    return [
+        f"`lm_eval {' '.join(sys.argv[1:])}`",
+        "",
+        "| phase | seconds |",
+        "| --- | ---: |",
+        *(f"| {label} | {value:.2f} |" for label, value in rows),
+    ]
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0], add_help=False)
+    parser.add_argument("--phases-out", type=Path)
+    ours, lm_eval_args = parser.parse_known_args()
+    if "--model" not in lm_eval_args:
+        lm_eval_args = ["--model", "pll-mlm", *lm_eval_args]
+    for label, owner, name in PHASES:
+        setattr(owner, name, timed(label, getattr(owner, name)))
+    sys.argv = ["lm_eval", *lm_eval_args]
+    try:
+        cli_evaluate()
+    finally:
+        lines = table(time.perf_counter() - STARTED)
+        print("\n".join(["", *lines]))
+        if ours.phases_out is not None:
+            ours.phases_out.write_text("\n".join(lines) + "\n")
+            print(f"wrote {ours.phases_out}")
+
+
+if __name__ == "__main__":
+    main()
