@@ -121,7 +121,13 @@ class RecordingBackend:
         return self.backend.encode_batch(texts, add_special_tokens=add_special_tokens)
 
 
-def test_tokenizing_in_threads_equals_one_call(tokenizer, monkeypatch):
+@pytest.fixture
+def lm_eval_parallelism(monkeypatch):
+    """The tokenizers library told not to parallelize, as lm-eval's command line does."""
+    monkeypatch.setenv("TOKENIZERS_PARALLELISM", "false")
+
+
+def test_tokenizing_in_threads_equals_one_call(tokenizer, monkeypatch, lm_eval_parallelism):
     monkeypatch.setattr(encoding, "TEXTS_PER_THREAD", 2)
     monkeypatch.setattr(encoding.torch, "get_num_threads", lambda: 3)
     backend = RecordingBackend(tokenizer.backend_tokenizer)
@@ -133,7 +139,16 @@ def test_tokenizing_in_threads_equals_one_call(tokenizer, monkeypatch):
     ]
 
 
-def test_few_texts_get_one_call(tokenizer, monkeypatch):
+def test_few_texts_get_one_call(tokenizer, monkeypatch, lm_eval_parallelism):
+    monkeypatch.setattr(encoding.torch, "get_num_threads", lambda: 3)
+    backend = RecordingBackend(tokenizer.backend_tokenizer)
+    encoding._encode_in_threads(backend, TEXTS)
+    assert backend.calls == [len(TEXTS)]
+
+
+def test_a_tokenizer_free_to_parallelize_gets_one_call(tokenizer, monkeypatch):
+    monkeypatch.delenv("TOKENIZERS_PARALLELISM", raising=False)
+    monkeypatch.setattr(encoding, "TEXTS_PER_THREAD", 2)
     monkeypatch.setattr(encoding.torch, "get_num_threads", lambda: 3)
     backend = RecordingBackend(tokenizer.backend_tokenizer)
     encoding._encode_in_threads(backend, TEXTS)
