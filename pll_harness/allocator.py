@@ -55,7 +55,7 @@ M_MMAP_THRESHOLD = -3
 """mallopt parameter numbers, from glibc's malloc.h."""
 
 MKL_FREE_BUFFERS = ("mkl_free_buffers", "mkl_serv_free_buffers")
-"""MKL's function that returns its memory manager's free buffers: the documented name, as a
+"""MKL's function that returns its memory manager's unused buffers: the documented name, as a
 shared MKL (``libmkl_rt``) exports it, and the internal one that torch's wheels export,
 which link MKL into ``libtorch_cpu`` without the documented name."""
 
@@ -87,14 +87,12 @@ def _glibc() -> Any | None:
 
 
 def _mkl_library() -> Any | None:
-    """The loaded library that holds torch's MKL, or None where torch has none."""
+    """torch's CPU library where torch uses MKL, or None.  Symbols are looked up through the
+    libraries it links too, so this finds MKL whether torch's wheel holds it (the internal
+    name) or links a shared ``libmkl_rt`` (the documented one)."""
     if not torch.backends.mkl.is_available():
         return None
-    torch_lib = Path(torch.__file__).parent / "lib"
-    candidates = [*sorted(torch_lib.glob("*torch_cpu.*")), ctypes.util.find_library("mkl_rt")]
-    for candidate in candidates:
-        if candidate is None:
-            continue
+    for candidate in sorted((Path(torch.__file__).parent / "lib").glob("*torch_cpu.*")):
         try:
             library = ctypes.CDLL(str(candidate))
         except OSError:
@@ -136,10 +134,9 @@ def reuse_freed_blocks() -> bool:
 
 
 def release_free_memory() -> None:
-    """Give MKL's work buffers back to malloc, where torch uses MKL, then the free pages of
-    every malloc arena back to the system (``malloc_trim``), where the C library is glibc.
-
-    Call it while no matrix product runs: MKL frees the buffers of all threads."""
+    """Give MKL's unused work buffers back to malloc, where torch uses MKL, then the free
+    pages of every malloc arena back to the system (``malloc_trim``), where the C library is
+    glibc.  The runner calls it between batches, when torch's threads are idle."""
     free_mkl_buffers = _mkl_free_buffers()
     if free_mkl_buffers is not None:
         free_mkl_buffers()

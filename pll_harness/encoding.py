@@ -268,7 +268,8 @@ def _encode_in_threads(backend: Any, texts: list[str]) -> list[Any]:
     thread count is the one the user gave torch, so that tokenizing uses no more cores than
     the model does.  Each part is encoded exactly as it would be in one call.  With the
     variable unset, the tokenizer spreads one call over every core itself, as fast as the
-    threads and 40 MB lighter at the peak of all of BLiMP (bench/README.md).
+    threads and 40 MB lighter at the peak of all of BLiMP (bench/README.md).  Set to a true
+    value, the parts also go to the tokenizer's own pool, which still bounds the cores used.
     """
     parts = max(1, min(torch.get_num_threads(), len(texts) // TEXTS_PER_THREAD))
     if parts == 1 or PARALLELISM_VARIABLE not in os.environ:

@@ -336,10 +336,10 @@ def activation_bytes_per_token(model: torch.nn.Module) -> int:
 def default_batch_tokens(model: torch.nn.Module, device: torch.device) -> int:
     """A token budget per forward pass that keeps activations well inside memory.
 
-    On CPU, CPU_ACTIVATION_BYTES of activations: the heap keeps a batch's activations for
+    On CUDA the budget grows with free memory.  Elsewhere (CPU, and MPS, measured on the
+    CPU only) CPU_ACTIVATION_BYTES of activations: the heap keeps a batch's activations for
     the next batch of the same length (:mod:`pll_harness.allocator`), so they add to the
-    run's peak, and on bert-base larger budgets bought no speed.  On a GPU the budget grows
-    with free memory.
+    run's peak, and on bert-base larger budgets bought no speed.
     """
     per_token = activation_bytes_per_token(model)
     if device.type != "cuda":
