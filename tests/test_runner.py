@@ -168,7 +168,23 @@ def test_cpu_run_releases_free_memory_when_the_length_changes_and_at_the_end(sco
     assert events == [*expected, "release after the buffers"]
 
 
-def test_full_logits_fallback_scores_the_same_and_takes_no_logits_buffer(scorer, monkeypatch):
+@pytest.fixture
+def taken_buffers(monkeypatch) -> list[str]:
+    """The names of the head buffers that runs take, in order, one entry per request."""
+    taken: list[str] = []
+    take = _ChunkBuffers.take
+
+    def recording(self, name, *rest):
+        taken.append(name)
+        return take(self, name, *rest)
+
+    monkeypatch.setattr(_ChunkBuffers, "take", recording)
+    return taken
+
+
+def test_full_logits_fallback_scores_the_same_and_takes_no_logits_buffer(
+    scorer, monkeypatch, taken_buffers
+):
     """A model of an unknown class runs whole and its logits are gathered as they are: the
     scores equal the split head's to float32 rounding of differently shaped products, and
     no buffer is allocated: the gathered float32 logits take their own log-softmax."""
@@ -185,40 +201,28 @@ def test_full_logits_fallback_scores_the_same_and_takes_no_logits_buffer(scorer,
     split = scorer.runner.run(work)
     fallback = split_masked_lm(Unknown(scorer.model).eval())
     assert not fallback.split
-    taken: list[str] = []
-    take = _ChunkBuffers.take
-
-    def recording(self, name, *rest):
-        taken.append(name)
-        return take(self, name, *rest)
-
-    monkeypatch.setattr(_ChunkBuffers, "take", recording)
+    taken_buffers.clear()  # the split run's
     monkeypatch.setattr(scorer.runner, "parts", fallback)
     whole = scorer.runner.run(work)
     torch.testing.assert_close(whole.logprobs, split.logprobs, atol=1e-5, rtol=1e-5)
     assert torch.equal(whole.greedy, split.greedy)
-    assert taken == []
+    assert taken_buffers == []
 
 
 @pytest.mark.parametrize(
     ("dtype", "buffers"), [(torch.float32, ["logits"]), (torch.bfloat16, ["logits", "logprobs"])]
 )
-def test_float32_logits_take_their_log_softmax_in_place(tiny_bert_dir, monkeypatch, dtype, buffers):
+def test_float32_logits_take_their_log_softmax_in_place(
+    tiny_bert_dir, taken_buffers, dtype, buffers
+):
     """Float32 logits are overwritten by their log-softmax, which saves a buffer of a
-    chunk's size; logits of a lower precision get a float32 buffer for it.  Scores equal
-    the float64 reference either way (test_scorer), so here: which buffers a run takes."""
+    chunk's size; logits of a lower precision get a float32 buffer for it.  Float32 scores
+    equal the float64 reference (test_scorer); here: which buffers a run takes, and that a
+    bfloat16 run scores every target."""
     scorer = PLLScorer.from_pretrained(tiny_bert_dir, "word_l2r", device="cpu", dtype=dtype)
     _, work = planned(scorer)
-    taken: set[str] = set()
-    take = _ChunkBuffers.take
-
-    def recording(self, name, *rest):
-        taken.add(name)
-        return take(self, name, *rest)
-
-    monkeypatch.setattr(_ChunkBuffers, "take", recording)
     scores = scorer.runner.run(work)
-    assert sorted(taken) == buffers
+    assert sorted(set(taken_buffers)) == buffers
     assert not bool(torch.isnan(scores.logprobs).any())
 
 
