@@ -6,8 +6,10 @@ import gzip
 import json
 import socket
 from collections import Counter
+from collections.abc import Iterator
 from pathlib import Path
 
+import datasets
 import pytest
 from lm_eval.api.group import Group
 from lm_eval.tasks import TaskManager
@@ -66,14 +68,25 @@ def packaged_pairs(path: Path) -> list[dict]:
 
 
 @pytest.fixture(autouse=True)
-def no_network(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Loading a task must never reach the Hugging Face Hub (or anything else)."""
+def no_network(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    """Loading a task must never reach the Hugging Face Hub (or anything else).
+
+    Attempts are recorded as well as refused, since libraries swallow the error (datasets'
+    download counter does), and datasets' offline switch, which CI sets, is turned off so
+    that it cannot hide an attempt."""
+    attempts: list[tuple[object, ...]] = []
 
     def refuse(*args: object, **kwargs: object) -> None:
-        raise AssertionError(f"network access attempted: {args!r}")
+        attempts.append(args)
+        raise OSError(f"network access attempted: {args!r}")
 
+    monkeypatch.setattr(socket, "getaddrinfo", refuse)
     monkeypatch.setattr(socket.socket, "connect", refuse)
     monkeypatch.setattr(socket, "create_connection", refuse)
+    monkeypatch.setattr(datasets.config, "HF_HUB_OFFLINE", False)
+    monkeypatch.setattr(datasets.config, "HF_UPDATE_DOWNLOAD_COUNTS", True)
+    yield
+    assert not attempts, f"network access attempted: {attempts}"
 
 
 @pytest.fixture(scope="module")

@@ -111,6 +111,33 @@ def test_preference_pairs_use_their_own_column_names(tmp_path: Path) -> None:
     assert mp.preference_pair_choices(doc) == ["She is a nurse.", "He is a nurse."]
 
 
+@pytest.mark.parametrize("suffix", ["csv", "tsv", "jsonl", "jsonl.gz", "parquet"])
+def test_every_format_loads_without_asking_the_hub(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, suffix: str
+) -> None:
+    """``datasets.load_dataset`` sends a download-count request for every call, even for
+    local files; the loader must not (67 of them cost 5 s of BLiMP where the Hub is out of
+    reach)."""
+    import datasets
+    import datasets.load
+    import pandas as pd
+
+    rows = pd.DataFrame({"g": ["Yes, NA.", "Two."], "b": ["No.", "Too."]})
+    path = tmp_path / f"pairs.{suffix}"
+    if suffix == "parquet":
+        rows.to_parquet(path)
+    elif suffix.startswith("jsonl"):
+        rows.to_json(path, orient="records", lines=True)
+    else:
+        rows.to_csv(path, sep="\t" if suffix == "tsv" else ",", index=False)
+    requests: list[str] = []
+    monkeypatch.setattr(datasets.load, "increase_load_count", requests.append)
+    loaded = mp.load_minimal_pairs(str(path), good="g", bad="b")[mp.SPLIT]
+    assert loaded["sentence_good"] == ["Yes, NA.", "Two."]
+    assert loaded["sentence_bad"] == ["No.", "Too."]
+    assert requests == []
+
+
 def test_minimal_pair_choices_are_verbatim() -> None:
     doc = {"sentence_good": "It's {{ fine }}.", "sentence_bad": " 'Tis not."}
     assert mp.minimal_pair_choices(doc) == ["It's {{ fine }}.", " 'Tis not."]
