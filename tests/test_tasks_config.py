@@ -33,6 +33,7 @@ from pll_harness.tasks.catalog import (
     task_name,
     zorro_paradigms,
 )
+from pll_harness.tasks.minimal_pairs import Documents
 
 PHENOMENON_GROUPS = {f"blimp_pll_{p.key}" for p in BLIMP_PHENOMENA}
 PARADIGM_TASKS = {f"blimp_pll_{p}" for p in blimp_paradigms()}
@@ -153,12 +154,14 @@ def test_blimp_has_67_paradigms_of_1000_pairs_in_12_phenomena(tm: TaskManager) -
     for group in PHENOMENON_GROUPS:
         phenomenon = group.removeprefix("blimp_pll_")
         for child in loaded["group_map"][group]:
-            terms = set(tasks[child].eval_docs["linguistics_term"])
+            terms = {doc["linguistics_term"] for doc in tasks[child].eval_docs}
             if child.endswith(("animate_subject_passive", "animate_subject_trans")):
                 assert (terms, phenomenon) == ({"s-selection"}, "argument_structure")
             else:
                 assert terms == {phenomenon}, child
-            assert set(tasks[child].eval_docs["UID"]) == {child.removeprefix("blimp_pll_")}
+            assert {doc["UID"] for doc in tasks[child].eval_docs} == {
+                child.removeprefix("blimp_pll_")
+            }
 
 
 def test_blimp_data_is_the_source_data() -> None:
@@ -204,8 +207,8 @@ def test_eventsadapt_has_782_pairs_by_trial_type_and_voice(tm: TaskManager) -> N
     for name, task in loaded["tasks"].items():
         trial_type, voice = name.removeprefix("eventsadapt_pll_").split("_")
         docs = task.eval_docs
-        assert set(docs["TrialType"]) == {trial_type.upper()}
-        assert set(docs["Voice"]) == {voice}
+        assert {doc["TrialType"] for doc in docs} == {trial_type.upper()}
+        assert {doc["Voice"] for doc in docs} == {voice}
 
 
 def test_eventsadapt_pairs_match_the_source_csv() -> None:
@@ -232,6 +235,17 @@ def test_eventsadapt_pairs_match_the_source_csv() -> None:
         rebuilt[(*key, "Plausible", p["sentence_good"])] += 1
         rebuilt[(*key, "Implausible", p["sentence_bad"])] += 1
     assert rebuilt == sentences
+
+
+def test_documents_reach_lm_eval_as_lists_of_dicts(tm: TaskManager) -> None:
+    """One task of each template: lm-eval iterates plain dicts rather than formatting each
+    ``datasets`` row anew, and still finds the columns it reads at start-up."""
+    names = ["blimp_pll_adjunct_island", "pll_example_stereotype", "crows_pairs_pll_age"]
+    for name, task in tm.load(names)["tasks"].items():
+        docs = task.eval_docs
+        assert isinstance(docs, Documents), name
+        assert all(type(doc) is dict for doc in docs), name
+        assert set(task.features) == set(docs[0]), name
 
 
 def test_sentences_are_requested_verbatim_with_no_context(tm: TaskManager) -> None:
@@ -275,8 +289,8 @@ def test_crows_pairs_has_1508_pairs_in_nine_bias_types(tm: TaskManager) -> None:
     for bias_type, (pairs, stereo) in CROWS_PAIRS_COUNTS.items():
         docs = loaded["tasks"][task_name("crows_pairs_pll", bias_type)].eval_docs
         assert len(docs) == pairs, bias_type
-        assert set(docs["bias_type"]) == {bias_type}
-        assert list(docs["stereo_antistereo"]).count("stereo") == stereo, bias_type
+        assert {doc["bias_type"] for doc in docs} == {bias_type}
+        assert [doc["stereo_antistereo"] for doc in docs].count("stereo") == stereo, bias_type
 
 
 def test_crows_pairs_data_keeps_the_source_rows_verbatim() -> None:

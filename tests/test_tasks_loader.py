@@ -116,7 +116,7 @@ def test_every_format_loads_without_asking_the_hub(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, suffix: str
 ) -> None:
     """``datasets.load_dataset`` sends a download-count request for every call, even for
-    local files; the loader must not (67 of them cost 5 s of BLiMP where the Hub is out of
+    local files; the loader must not (67 of them cost 5-10 s of BLiMP where the Hub is out of
     reach)."""
     import datasets
     import datasets.load
@@ -136,6 +136,15 @@ def test_every_format_loads_without_asking_the_hub(
     assert loaded["sentence_good"] == ["Yes, NA.", "Two."]
     assert loaded["sentence_bad"] == ["No.", "Too."]
     assert requests == []
+
+
+def test_documents_are_the_rows_as_dicts_with_their_features(tmp_path: Path) -> None:
+    csv = _write_csv(tmp_path / "p.csv", "g,b,n\nA.,B.,1\nC.,D.,2\n")
+    split = mp.load_minimal_pairs(str(csv), good="g", bad="b")[mp.SPLIT]
+    docs = mp.as_documents(split)
+    assert docs == split.to_list()
+    assert docs[1] == {"sentence_good": "C.", "sentence_bad": "D.", "n": 2}
+    assert docs.features == split.features
 
 
 def test_minimal_pair_choices_are_verbatim() -> None:
