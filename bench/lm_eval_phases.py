@@ -29,7 +29,7 @@ from typing import Any  # noqa: E402
 import lm_eval.evaluator  # noqa: E402
 import lm_eval.tasks.manager  # noqa: E402
 from lm_eval.__main__ import cli_evaluate  # noqa: E402
-from lm_eval.api.task import Task  # noqa: E402
+from lm_eval.api.task import ConfigurableTask, Task  # noqa: E402
 
 import pll_harness.lm  # noqa: E402
 from pll_harness.runner import PLLRunner  # noqa: E402
@@ -39,6 +39,7 @@ IMPORTED = time.perf_counter()
 
 PHASES: list[tuple[str, Any, str]] = [
     ("lm-eval: index every task folder", lm_eval.tasks.manager.TaskManager, "__init__"),
+    ("lm-eval: load each task's data", ConfigurableTask, "download"),
     ("pll-mlm: load the model", pll_harness.lm.PLLMaskedLM, "__init__"),
     ("lm-eval: build the requests", Task, "build_all_requests"),
     ("pll-mlm: loglikelihood, all of it", pll_harness.lm.PLLMaskedLM, "loglikelihood"),
@@ -75,6 +76,7 @@ def table(total: float) -> list[str]:
     accounted = (
         (IMPORTED - STARTED)
         + seconds["lm-eval: index every task folder"]
+        + seconds["lm-eval: load each task's data"]
         + seconds["pll-mlm: load the model"]
         + evaluate
     )
@@ -82,7 +84,7 @@ def table(total: float) -> list[str]:
         ("imports (lm-eval, torch, transformers, pll_harness)", IMPORTED - STARTED),
         *((label, seconds[label]) for label, _, _ in PHASES if "evaluate" not in label),
         ("lm-eval: scoring the results, aggregating, printing", after),
-        ("other (argument parsing, loading tasks, seeding, ...)", total - accounted),
+        ("other (argument parsing, building the tasks, seeding, ...)", total - accounted),
         ("**total**", total),
     ]
     return [
