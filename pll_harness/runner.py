@@ -10,6 +10,8 @@ before the next is sent, and progress is read from CUDA events.
 
 from __future__ import annotations
 
+import itertools
+import logging
 from collections import deque
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -20,6 +22,8 @@ import torch
 from pll_harness.allocator import release_free_memory, reuse_freed_blocks
 from pll_harness.heads import MaskedLMParts
 from pll_harness.planning import Batch, Work
+
+logger = logging.getLogger(f"lm_eval.{__name__}")
 
 HEAD_CHUNK_ELEMENTS = {"cpu": 1 << 20, "default": 1 << 26}
 """Upper bound on logits per chunk (rows x vocab).  A run holds one chunk's float32 logits,
@@ -63,6 +67,10 @@ class PLLRunner:
         self.mask_token_id = mask_token_id
         self.device = torch.device(device)
         self.cpu = self.device.type == "cpu"
+        self.token_cap: int | None = None
+        """Most tokens one forward pass may take, once one has run out of device memory:
+        every later batch, of this run and of later ones, is cut to fit (see
+        :meth:`_score_within_memory`)."""
         if self.cpu:
             reuse_freed_blocks()
 
@@ -91,7 +99,7 @@ class PLLRunner:
                 previous, length = length, work.groups[batch.group].length
                 if self.cpu and length != previous:
                     release_free_memory()
-                self._score_batch(work, batch, logprobs, greedy, buffers)
+                self._score_within_memory(work, batch, logprobs, greedy, buffers)
                 done.launched(position)
             done.finish()
         finally:
@@ -99,6 +107,71 @@ class PLLRunner:
             if self.cpu:
                 release_free_memory()
         return TargetScores(logprobs.cpu(), greedy.cpu())
+
+    def _score_within_memory(
+        self,
+        work: Work,
+        batch: Batch,
+        logprobs: torch.Tensor,
+        greedy: torch.Tensor,
+        buffers: _ChunkBuffers,
+    ) -> None:
+        """Score ``batch`` in parts of at most ``token_cap`` tokens.  A part that runs out
+        of device memory is halved and tried again, and the cap falls to half of it for the
+        rest of the runner's life: the token budget is an estimate
+        (:func:`pll_harness.scorer.default_batch_tokens`), and other processes can take
+        memory after it was measured.  A single copy that does not fit is an error.
+
+        Cut batches round differently from the planned ones (float rounding only), so a
+        run that had to cut is no longer bit-identical to one that did not, across
+        data-parallel processes included."""
+        length = work.groups[batch.group].length
+        parts = deque(self._cut(batch, length))
+        while parts:
+            part = parts.popleft()
+            if self._scored_unless_out_of_memory(work, part, logprobs, greedy, buffers):
+                continue
+            if self.device.type == "cuda":
+                torch.cuda.empty_cache()
+            copies = part.stop - part.first
+            self.token_cap = copies // 2 * length
+            logger.warning(
+                "A batch of %d copies x %d tokens ran out of memory on %s; scoring on in "
+                "batches of at most %d tokens (set max_batch_tokens to choose the size).",
+                copies,
+                length,
+                self.device,
+                self.token_cap,
+            )
+            parts.extendleft(reversed(self._cut(part, length)))
+
+    def _cut(self, batch: Batch, length: int) -> list[Batch]:
+        """``batch`` in as few parts of near-equal copies as ``token_cap`` allows."""
+        copies = batch.stop - batch.first
+        if self.token_cap is None or copies * length <= self.token_cap:
+            return [batch]
+        pieces = -(-copies // max(1, self.token_cap // length))
+        bounds = [batch.first + copies * k // pieces for k in range(pieces + 1)]
+        return [Batch(batch.group, a, b) for a, b in itertools.pairwise(bounds)]
+
+    def _scored_unless_out_of_memory(
+        self,
+        work: Work,
+        batch: Batch,
+        logprobs: torch.Tensor,
+        greedy: torch.Tensor,
+        buffers: _ChunkBuffers,
+    ) -> bool:
+        """Score ``batch``; False if it ran out of memory and has more than one copy.  The
+        results are written only once the whole batch is through, so a failed batch leaves
+        nothing behind, and leaving this frame frees what it had allocated."""
+        try:
+            self._score_batch(work, batch, logprobs, greedy, buffers)
+        except torch.OutOfMemoryError:
+            if batch.stop - batch.first == 1:
+                raise
+            return False
+        return True
 
     def _score_batch(
         self,

@@ -12,6 +12,7 @@ relative: a few units in the last place of log-probabilities near -10).
 from __future__ import annotations
 
 import dataclasses
+import logging
 import weakref
 
 import pytest
@@ -238,3 +239,52 @@ def test_a_failed_cpu_run_still_releases_free_memory(scorer, monkeypatch):
     with pytest.raises(KeyboardInterrupt):
         scorer.runner.run(work)
     assert released == [1, 1]  # before the first batch, and on the way out
+
+
+def out_of_memory_above(scorer, monkeypatch, limit: int) -> list[tuple[int, bool]]:
+    """Make every forward pass of more than ``limit`` tokens run out of memory, as a GPU
+    would; returns the log of ``(tokens, fitted)`` for each pass tried."""
+    parts = scorer.runner.parts
+    tried: list[tuple[int, bool]] = []
+
+    def states(input_ids, rows, positions):
+        tried.append((input_ids.numel(), input_ids.numel() <= limit))
+        if input_ids.numel() > limit:
+            raise torch.OutOfMemoryError("CUDA out of memory (simulated)")
+        return parts.states(input_ids, rows, positions)
+
+    monkeypatch.setattr(scorer.runner, "parts", dataclasses.replace(parts, states=states))
+    monkeypatch.setattr(scorer.runner, "token_cap", None)
+    return tried
+
+
+def test_batches_that_run_out_of_memory_are_cut_and_the_cut_persists(scorer, monkeypatch, caplog):
+    """The planned batches hold up to 120 tokens; with room for 50, the first batch that
+    does not fit is halved until it does, and every later batch is cut before it is tried,
+    so only the first batch ever fails.  The scores are the planned run's to float32
+    rounding (other shapes, other GEMM blocking: 1e-6)."""
+    jobs, work = planned(scorer)
+    whole = scorer.runner.run(work)
+    tried = out_of_memory_above(scorer, monkeypatch, limit=50)
+    done: list[int] = []
+    with caplog.at_level(logging.WARNING, logger="lm_eval.pll_harness.runner"):
+        cut = scorer.runner.run(work, on_batch_done=done.append)
+    fits = [fitted for _, fitted in tried]
+    first_fit = fits.index(True)
+    assert first_fit >= 1 and all(fits[first_fit:])  # only the first batch ever failed
+    assert all(tokens <= 50 for tokens, fitted in tried if fitted)
+    assert len(tried) - first_fit > len(work.batches)  # later batches really were cut
+    assert 0 < scorer.runner.token_cap <= 50
+    assert "ran out of memory" in caplog.text and "max_batch_tokens" in caplog.text
+    assert done == list(range(len(work.batches)))
+    assert not bool(torch.isnan(cut.logprobs).any())
+    torch.testing.assert_close(cut.logprobs, whole.logprobs, atol=1e-6, rtol=1e-6)
+    assert torch.equal(cut.greedy, whole.greedy)
+    assert scorer.assemble(jobs, work, cut) == pytest.approx(scorer.score_jobs(jobs))
+
+
+def test_a_single_copy_that_does_not_fit_is_an_error(scorer, monkeypatch):
+    _, work = planned(scorer)
+    out_of_memory_above(scorer, monkeypatch, limit=1)
+    with pytest.raises(torch.OutOfMemoryError):
+        scorer.runner.run(work)
