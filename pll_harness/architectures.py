@@ -10,10 +10,11 @@ Each :class:`Architecture` names a transformers ``*ForMaskedLM`` class and says
 - how many of its ``max_position_embeddings`` an input can use: fairseq-style models
   (RoBERTa and its descendants) number positions from ``pad_token_id + 1``, so their
   table holds ``pad_token_id + 1`` rows that no input reaches;
-- where its layers share BERT's or DistilBERT's layout, how to run the encoder's last
-  layer at the target positions only (a :class:`LastLayer`): every position still needs
-  its keys and values there, but queries, the attention output and the feed-forward block
-  are needed at the targets alone: one position of a BLiMP copy's 13, on average.
+- where its layers share BERT's, DistilBERT's or ModernBERT's layout, how to run the
+  encoder's last layer at the target positions only (a :class:`LastLayer`): every
+  position still needs its keys and values there, but queries, the attention output and
+  the feed-forward block are needed at the targets alone: one position of a BLiMP copy's
+  13, on average.
 
 Adding an architecture is one entry in ``ARCHITECTURES`` plus its tiny test config in
 ``tests/test_architectures.py``, whose tests fail until both are right.  A model of any
@@ -215,6 +216,48 @@ def _distilbert_last_layer(model: torch.nn.Module) -> LastLayer:
     return LastLayer(layer, at_targets)
 
 
+def _modernbert_last_layer(model: torch.nn.Module) -> LastLayer | None:
+    """ModernBertEncoderLayer: pre-norm, one fused query-key-value projection, rotary
+    positions and a gated feed-forward block; the base model's final norm follows the last
+    layer, so it is applied here.  A last layer with sliding-window attention (not the
+    layout of the released checkpoints, whose last layer is global) runs in full."""
+    from transformers.models.modernbert.modeling_modernbert import apply_rotary_pos_emb
+
+    base = model.base_model
+    layer = base.layers[-1]
+    if layer.attention_type != "full_attention":
+        return None
+    attention = layer.attn
+    heads, size = model.config.num_attention_heads, attention.head_dim
+    width = heads * size
+
+    def at_targets(hidden: torch.Tensor, rows: torch.Tensor, positions: torch.Tensor):
+        copies, length, _ = hidden.shape
+        normed = layer.attn_norm(hidden)
+        weight, bias = attention.Wqkv.weight, attention.Wqkv.bias
+        query = F.linear(normed[rows, positions], weight[:width], _part(bias, 0, width))
+        key_value = F.linear(normed, weight[width:], _part(bias, width, 3 * width))
+        keys, values = key_value.view(copies, length, 2, heads, size).transpose(1, 3).unbind(2)
+        every_position = torch.arange(length, device=hidden.device)[None]
+        cos, sin = base.rotary_emb(hidden, every_position, layer.attention_type)
+        # The model's own rotation turns a query and a key tensor of the same positions;
+        # keys cover every position and queries the targets', so each goes through on its
+        # own, beside an empty tensor (keys) or itself (the few queries).
+        _, keys = apply_rotary_pos_emb(keys[:0], keys, cos, sin)
+        cos, sin = cos[0, positions, None], sin[0, positions, None]
+        queries = query.view(-1, heads, 1, size)
+        queries, _ = apply_rotary_pos_emb(queries, queries, cos, sin)
+        mixed = F.scaled_dot_product_attention(queries, keys[rows], values[rows])
+        attended = hidden[rows, positions] + attention.Wo(mixed.reshape(-1, width))
+        return base.final_norm(attended + layer.mlp(layer.mlp_norm(attended)))
+
+    return LastLayer(layer, at_targets)
+
+
+def _part(bias: torch.Tensor | None, start: int, stop: int) -> torch.Tensor | None:
+    return None if bias is None else bias[start:stop]
+
+
 ARCHITECTURES: dict[str, Architecture] = {
     spec.model_class: spec
     for spec in (
@@ -228,7 +271,7 @@ ARCHITECTURES: dict[str, Architecture] = {
         Architecture("AlbertForMaskedLM", _albert_head, no_offset),
         Architecture("ElectraForMaskedLM", _electra_head, no_offset, _bert_last_layer),
         Architecture("DebertaV2ForMaskedLM", _deberta_v2_head, no_offset),
-        Architecture("ModernBertForMaskedLM", _modernbert_head, no_offset),
+        Architecture("ModernBertForMaskedLM", _modernbert_head, no_offset, _modernbert_last_layer),
     )
 }
 

@@ -59,7 +59,9 @@ CONFIGS: dict[str, dict[str, dict]] = {
         },
     },
     "ModernBertForMaskedLM": {
-        "base": {"global_attn_every_n_layers": 1, "local_attention": 8, "pad_token_id": 0}
+        "base": {"global_attn_every_n_layers": 1, "local_attention": 8, "pad_token_id": 0},
+        # A last layer with sliding-window attention (window 8 < the tests' 11 tokens).
+        "sliding_last": {"global_attn_every_n_layers": 2, "local_attention": 8, "pad_token_id": 0},
     },
 }
 
@@ -113,7 +115,11 @@ def test_the_layouts_that_allow_it_run_their_last_layer_at_the_targets_only():
         "Data2VecTextForMaskedLM",
         "DistilBertForMaskedLM",
         "ElectraForMaskedLM",
+        "ModernBertForMaskedLM",
     }
+    sliding = tiny_model("ModernBertForMaskedLM", "sliding_last")
+    assert sliding.config.layer_types[-1] == "sliding_attention"
+    assert ARCHITECTURES["ModernBertForMaskedLM"].last_layer(sliding) is None
 
 
 def _learned_position_table(model: torch.nn.Module) -> bool:
