@@ -134,7 +134,7 @@ def cache_dir() -> Path:
 def resolve_model(args: argparse.Namespace) -> tuple[Path, str]:
     """(model folder, description) for the run."""
     if args.model:
-        return Path(args.model), f"checkpoint {args.model}"
+        return Path(args.model).resolve(), f"checkpoint {args.model}"
     real = args.shared / "models" / "bert-base-cased"
     if args.arch == "bert-base" and (real / "config.json").is_file():
         return real, f"bert-base-cased checkpoint from {real}"
