@@ -10,7 +10,7 @@ Each :class:`Architecture` names a transformers ``*ForMaskedLM`` class and says
 - how many of its ``max_position_embeddings`` an input can use: fairseq-style models
   (RoBERTa and its descendants) number positions from ``pad_token_id + 1``, so their
   table holds ``pad_token_id + 1`` rows that no input reaches;
-- where its layers share BERT's, DistilBERT's or ModernBERT's layout, how to run the
+- for BERT-style, DistilBERT, DeBERTa-v2/v3 and ModernBERT layers, how to run the
   encoder's last layer at the target positions only (a :class:`LastLayer`): every
   position still needs its keys and values there, but queries, the attention output and
   the feed-forward block are needed at the targets alone: one position of a BLiMP copy's
@@ -24,6 +24,7 @@ limit), only more slowly.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -76,8 +77,9 @@ class LastLayer:
     """The encoder's last layer, ``module``, and ``at_targets(hidden, rows, positions)``:
     that layer's output at ``(rows, positions)`` from its input ``hidden`` [copies, length,
     width], computed with the layer's own projections, normalisations and feed-forward
-    block in eval mode, and ``F.scaled_dot_product_attention`` whatever the model's
-    attention implementation: equal to the layer's output up to float rounding (1e-5 in
+    block in eval mode, and the attention done here whatever the model's attention
+    implementation (``F.scaled_dot_product_attention``, or DeBERTa's disentangled scores):
+    equal to the layer's output up to float rounding (1e-5 in
     tests/test_architectures.py).  Inputs carry no padding, so no attention mask is
     needed.
 
@@ -216,6 +218,56 @@ def _distilbert_last_layer(model: torch.nn.Module) -> LastLayer:
     return LastLayer(layer, at_targets)
 
 
+def _deberta_v2_last_layer(model: torch.nn.Module) -> LastLayer | None:
+    """DebertaV2Layer (DeBERTa-v2 and v3): disentangled attention, whose scores add to the
+    content term a content-to-position term (the target's query against the relative
+    position embeddings, ``c2p``) and a position-to-content one (each key against them,
+    ``p2c``), indexed by the bucketed relative positions that the encoder itself builds;
+    the scale counts every term the config names, as the model's does.  A model whose
+    base repeats its last layer (``z_steps``) or whose only layer is followed by the
+    encoder's convolution runs in full."""
+    base = model.base_model
+    encoder = base.encoder
+    if getattr(base, "z_steps", 0) > 1 or (len(encoder.layer) == 1 and encoder.conv is not None):
+        return None
+    layer = encoder.layer[-1]
+    attention = layer.attention.self
+    heads, size = attention.num_attention_heads, attention.attention_head_size
+    kinds = attention.pos_att_type
+    scale = math.sqrt(size * (1 + ("c2p" in kinds) + ("p2c" in kinds)))
+    shared = attention.share_att_key
+
+    def at_targets(hidden: torch.Tensor, rows: torch.Tensor, positions: torch.Tensor):
+        copies, length, _ = hidden.shape
+        own = hidden[rows, positions]
+        queries = attention.query_proj(own).view(-1, heads, size)
+        keys = attention.key_proj(hidden).view(copies, length, heads, size)[rows]
+        values = attention.value_proj(hidden).view(copies, length, heads, size)[rows]
+        scores = torch.einsum("ths,tlhs->thl", queries, keys / scale)
+        if attention.relative_attention:
+            span = attention.pos_ebd_size
+            embeddings = encoder.get_rel_embedding()[: 2 * span]
+            relative = encoder.get_rel_pos(hidden)[0]  # [query position, key position]
+            if "c2p" in kinds:
+                projection = attention.key_proj if shared else attention.pos_key_proj
+                table = projection(embeddings).view(2 * span, heads, size)
+                index = torch.clamp(relative[positions] + span, 0, 2 * span - 1)
+                c2p = torch.einsum("ths,tlhs->thl", queries, table[index])
+                scores = scores + c2p / scale
+            if "p2c" in kinds:
+                projection = attention.query_proj if shared else attention.pos_query_proj
+                table = projection(embeddings).view(2 * span, heads, size)
+                index = torch.clamp(-relative[:, positions].t() + span, 0, 2 * span - 1)
+                p2c = torch.einsum("tlhs,tlhs->thl", keys, table[index])
+                scores = scores + p2c / scale
+        probabilities = torch.softmax(scores, dim=-1)
+        mixed = torch.einsum("thl,tlhs->ths", probabilities, values).reshape(-1, heads * size)
+        attended = layer.attention.output(mixed, own)
+        return layer.output(layer.intermediate(attended), attended)
+
+    return LastLayer(layer, at_targets)
+
+
 def _modernbert_last_layer(model: torch.nn.Module) -> LastLayer | None:
     """ModernBertEncoderLayer: pre-norm, one fused query-key-value projection, rotary
     positions and a gated feed-forward block; the base model's final norm follows the last
@@ -270,7 +322,7 @@ ARCHITECTURES: dict[str, Architecture] = {
         Architecture("DistilBertForMaskedLM", _distilbert_head, no_offset, _distilbert_last_layer),
         Architecture("AlbertForMaskedLM", _albert_head, no_offset),
         Architecture("ElectraForMaskedLM", _electra_head, no_offset, _bert_last_layer),
-        Architecture("DebertaV2ForMaskedLM", _deberta_v2_head, no_offset),
+        Architecture("DebertaV2ForMaskedLM", _deberta_v2_head, no_offset, _deberta_v2_last_layer),
         Architecture("ModernBertForMaskedLM", _modernbert_head, no_offset, _modernbert_last_layer),
     )
 }

@@ -21,6 +21,9 @@ SMALL = {
     "num_attention_heads": 2,
     "intermediate_size": 48,
     "max_position_embeddings": 40,
+    # Weights well above the usual 0.02, so that every term of a layer moves the logits by
+    # more than the tolerance (at 0.02, DeBERTa's position terms did not).
+    "initializer_range": 0.5,
 }
 FAIRSEQ = {"pad_token_id": 1}
 
@@ -56,6 +59,15 @@ CONFIGS: dict[str, dict[str, dict]] = {
             "pos_att_type": ["p2c", "c2p"],
             "norm_rel_ebd": "layer_norm",
             "share_att_key": True,
+        },
+        # deberta-v2's: own position projections, no buckets (relative distances past 6
+        # clamped in the tests' 11 tokens), and the convolution after the first layer.
+        "v2": {
+            "relative_attention": True,
+            "max_relative_positions": 6,
+            "pos_att_type": ["p2c", "c2p"],
+            "share_att_key": False,
+            "conv_kernel_size": 3,
         },
     },
     "ModernBertForMaskedLM": {
@@ -101,7 +113,9 @@ def test_split_parts_equal_full_logits(architecture, variant):
 
 def test_the_layouts_that_allow_it_run_their_last_layer_at_the_targets_only():
     """The target-only last layer is what makes small models fast (bench/README.md); it
-    must not silently switch off for the architectures written for it."""
+    must not silently switch off for the architectures written for it, and must stay off
+    for the layouts it cannot serve (a convolution after the only layer, a repeated last
+    layer, a sliding-window last layer)."""
     fast = {
         architecture
         for architecture, variant in CASES
@@ -115,8 +129,17 @@ def test_the_layouts_that_allow_it_run_their_last_layer_at_the_targets_only():
         "Data2VecTextForMaskedLM",
         "DistilBertForMaskedLM",
         "ElectraForMaskedLM",
+        "DebertaV2ForMaskedLM",
         "ModernBertForMaskedLM",
     }
+    one_layer = transformers.DebertaV2Config(
+        **{**SMALL, **CONFIGS["DebertaV2ForMaskedLM"]["v2"], "num_hidden_layers": 1}
+    )
+    convolved = transformers.DebertaV2ForMaskedLM(one_layer).eval()
+    assert ARCHITECTURES["DebertaV2ForMaskedLM"].last_layer(convolved) is None
+    repeated = tiny_model("DebertaV2ForMaskedLM", "v3")
+    repeated.deberta.z_steps = 2
+    assert ARCHITECTURES["DebertaV2ForMaskedLM"].last_layer(repeated) is None
     sliding = tiny_model("ModernBertForMaskedLM", "sliding_last")
     assert sliding.config.layer_types[-1] == "sliding_attention"
     assert ARCHITECTURES["ModernBertForMaskedLM"].last_layer(sliding) is None
