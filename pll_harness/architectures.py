@@ -243,11 +243,13 @@ def _deberta_v2_last_layer(model: torch.nn.Module) -> LastLayer | None:
         queries = attention.query_proj(own).view(-1, heads, size)
         keys = attention.key_proj(hidden).view(copies, length, heads, size)[rows]
         values = attention.value_proj(hidden).view(copies, length, heads, size)[rows]
-        scores = torch.einsum("ths,tlhs->thl", queries, keys / scale)
+        scores = torch.einsum("ths,tlhs->thl", queries / scale, keys)
         if attention.relative_attention:
             span = attention.pos_ebd_size
             embeddings = encoder.get_rel_embedding()[: 2 * span]
-            relative = encoder.get_rel_pos(hidden)[0]  # [query position, key position]
+            # [query position, key position]; each term indexes it as the model does (p2c
+            # by the key-to-query entry, negated), though the buckets are antisymmetric.
+            relative = encoder.get_rel_pos(hidden)[0]
             if "c2p" in kinds:
                 projection = attention.key_proj if shared else attention.pos_key_proj
                 table = projection(embeddings).view(2 * span, heads, size)
@@ -273,12 +275,16 @@ def _modernbert_last_layer(model: torch.nn.Module) -> LastLayer | None:
     positions and a gated feed-forward block; the base model's final norm follows the last
     layer, so it is applied here.  A last layer with sliding-window attention (not the
     layout of the released checkpoints, whose last layer is global) runs in full."""
-    from transformers.models.modernbert.modeling_modernbert import apply_rotary_pos_emb
-
     base = model.base_model
     layer = base.layers[-1]
-    if layer.attention_type != "full_attention":
+    # transformers 4's layers keep their rotary embedding inside the attention module and
+    # name no attention type: those run in full.
+    if getattr(layer, "attention_type", None) != "full_attention" or not hasattr(
+        base, "rotary_emb"
+    ):
         return None
+    from transformers.models.modernbert.modeling_modernbert import apply_rotary_pos_emb
+
     attention = layer.attn
     heads, size = model.config.num_attention_heads, attention.head_dim
     width = heads * size
@@ -287,11 +293,11 @@ def _modernbert_last_layer(model: torch.nn.Module) -> LastLayer | None:
         copies, length, _ = hidden.shape
         normed = layer.attn_norm(hidden)
         weight, bias = attention.Wqkv.weight, attention.Wqkv.bias
-        query = F.linear(normed[rows, positions], weight[:width], _part(bias, 0, width))
-        key_value = F.linear(normed, weight[width:], _part(bias, width, 3 * width))
+        query = F.linear(normed[rows, positions], weight[:width], _bias_rows(bias, 0, width))
+        key_value = F.linear(normed, weight[width:], _bias_rows(bias, width, 3 * width))
         keys, values = key_value.view(copies, length, 2, heads, size).transpose(1, 3).unbind(2)
-        every_position = torch.arange(length, device=hidden.device)[None]
-        cos, sin = base.rotary_emb(hidden, every_position, layer.attention_type)
+        position_ids = torch.arange(length, device=hidden.device)[None]
+        cos, sin = base.rotary_emb(hidden, position_ids, layer.attention_type)
         # The model's own rotation turns a query and a key tensor of the same positions;
         # keys cover every position and queries the targets', so each goes through on its
         # own, beside an empty tensor (keys) or itself (the few queries).
@@ -306,7 +312,9 @@ def _modernbert_last_layer(model: torch.nn.Module) -> LastLayer | None:
     return LastLayer(layer, at_targets)
 
 
-def _part(bias: torch.Tensor | None, start: int, stop: int) -> torch.Tensor | None:
+def _bias_rows(bias: torch.Tensor | None, start: int, stop: int) -> torch.Tensor | None:
+    """The bias of rows ``start:stop`` of a fused projection, which projects the query
+    and the key-value parts separately here."""
     return None if bias is None else bias[start:stop]
 
 

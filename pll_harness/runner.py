@@ -167,7 +167,7 @@ class PLLRunner:
         nothing behind, and leaving this frame frees what it had allocated."""
         try:
             self._score_batch(work, batch, logprobs, greedy, buffers)
-        except torch.OutOfMemoryError:
+        except torch.cuda.OutOfMemoryError:  # this name from torch 1.13 on, as every pin allows
             if batch.stop - batch.first == 1:
                 raise
             return False

@@ -74,6 +74,14 @@ CONFIGS: dict[str, dict[str, dict]] = {
         "base": {"global_attn_every_n_layers": 1, "local_attention": 8, "pad_token_id": 0},
         # A last layer with sliding-window attention (window 8 < the tests' 11 tokens).
         "sliding_last": {"global_attn_every_n_layers": 2, "local_attention": 8, "pad_token_id": 0},
+        # Biased projections: the fused query-key-value bias is split like its weight.
+        "biased": {
+            "global_attn_every_n_layers": 1,
+            "local_attention": 8,
+            "pad_token_id": 0,
+            "attention_bias": True,
+            "mlp_bias": True,
+        },
     },
 }
 
@@ -84,7 +92,12 @@ def tiny_model(architecture: str, variant: str) -> torch.nn.Module:
     model_class = getattr(transformers, architecture)
     config = model_class.config_class(**{**SMALL, **CONFIGS[architecture][variant]})
     torch.manual_seed(0)
-    return model_class(config).eval()
+    model = model_class(config).eval()
+    with torch.no_grad():  # biases start at zero, where a misplaced one would not show
+        for name, parameter in model.named_parameters():
+            if name.endswith("bias"):
+                parameter.normal_(0, 0.5)
+    return model
 
 
 def tokens(rows: int, length: int) -> torch.Tensor:

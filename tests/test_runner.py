@@ -250,7 +250,7 @@ def out_of_memory_above(scorer, monkeypatch, limit: int) -> list[tuple[int, bool
     def states(input_ids, rows, positions):
         tried.append((input_ids.numel(), input_ids.numel() <= limit))
         if input_ids.numel() > limit:
-            raise torch.OutOfMemoryError("CUDA out of memory (simulated)")
+            raise torch.cuda.OutOfMemoryError("CUDA out of memory (simulated)")
         return parts.states(input_ids, rows, positions)
 
     monkeypatch.setattr(scorer.runner, "parts", dataclasses.replace(parts, states=states))
@@ -286,5 +286,5 @@ def test_batches_that_run_out_of_memory_are_cut_and_the_cut_persists(scorer, mon
 def test_a_single_copy_that_does_not_fit_is_an_error(scorer, monkeypatch):
     _, work = planned(scorer)
     out_of_memory_above(scorer, monkeypatch, limit=1)
-    with pytest.raises(torch.OutOfMemoryError):
+    with pytest.raises(torch.cuda.OutOfMemoryError):
         scorer.runner.run(work)
