@@ -10,6 +10,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import datasets
+import huggingface_hub.constants
 import pytest
 from lm_eval.api.group import Group
 from lm_eval.tasks import TaskManager
@@ -73,8 +74,8 @@ def no_network(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
     """Loading a task must never reach the Hugging Face Hub (or anything else).
 
     Attempts are recorded as well as refused, since libraries swallow the error (datasets'
-    download counter does), and datasets' offline switch, which CI sets, is turned off so
-    that it cannot hide an attempt."""
+    download counter does), and the offline switches of datasets and huggingface_hub,
+    which CI sets, are turned off so that they cannot hide an attempt."""
     attempts: list[tuple[object, ...]] = []
 
     def refuse(*args: object, **kwargs: object) -> None:
@@ -85,6 +86,7 @@ def no_network(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
     monkeypatch.setattr(socket.socket, "connect", refuse)
     monkeypatch.setattr(socket, "create_connection", refuse)
     monkeypatch.setattr(datasets.config, "HF_HUB_OFFLINE", False)
+    monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_OFFLINE", False)
     monkeypatch.setattr(datasets.config, "HF_UPDATE_DOWNLOAD_COUNTS", True)
     yield
     assert not attempts, f"network access attempted: {attempts}"

@@ -122,7 +122,7 @@ def test_every_format_loads_without_asking_the_hub(
     import datasets.load
     import pandas as pd
 
-    rows = pd.DataFrame({"g": ["Yes, NA.", "Two."], "b": ["No.", "Too."]})
+    rows = pd.DataFrame({"g": ["NA", "Two."], "b": ["No.", "Too."]})
     path = tmp_path / f"pairs.{suffix}"
     if suffix == "parquet":
         rows.to_parquet(path)
@@ -133,7 +133,7 @@ def test_every_format_loads_without_asking_the_hub(
     requests: list[str] = []
     monkeypatch.setattr(datasets.load, "increase_load_count", requests.append)
     loaded = mp.load_minimal_pairs(str(path), good="g", bad="b")[mp.SPLIT]
-    assert loaded["sentence_good"] == ["Yes, NA.", "Two."]
+    assert loaded["sentence_good"] == ["NA", "Two."]  # a word, not a missing value
     assert loaded["sentence_bad"] == ["No.", "Too."]
     assert requests == []
 
@@ -145,6 +145,9 @@ def test_documents_are_the_rows_as_dicts_with_their_features(tmp_path: Path) -> 
     assert docs == split.to_list()
     assert docs[1] == {"sentence_good": "C.", "sentence_bad": "D.", "n": 2}
     assert docs.features == split.features
+    # lm-eval asks at every read of eval_docs: one list per split, not one per read.
+    assert mp.as_documents(split) is docs
+    assert mp.as_documents(split.select([1])) == [docs[1]]
 
 
 def test_minimal_pair_choices_are_verbatim() -> None:

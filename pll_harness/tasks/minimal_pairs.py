@@ -15,6 +15,7 @@ the same three steps, named from the YAML templates in ``templates/``:
 from __future__ import annotations
 
 import logging
+import weakref
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -210,11 +211,11 @@ class Documents(list):
     """A split's rows as plain dicts, carrying the split's ``features``.
 
     lm-eval iterates a task's documents twice (building the requests, then scoring the
-    results), and ``datasets`` formats every row it hands out: 34 us a row against 1.5 us
-    for the whole split's ``to_list()``, 4.3 s of all of BLiMP's 67,000 pairs on a 2-core
-    machine (bench/README.md).  lm-eval takes a list of dicts as a task's documents
-    (``Task.eval_docs``) but reads their ``features`` once while it builds the task, so
-    the list carries them.
+    results), and ``datasets`` formats every row it hands out: 34 us a row, against 1.5
+    us a row for the whole split's ``to_list()``; 4.3 s of all of BLiMP's 67,000 pairs on
+    a 2-core machine (bench/README.md).  lm-eval takes a list of dicts as a task's
+    documents (``Task.eval_docs``) but reads their ``features`` once while it builds the
+    task, so the list carries them.
     """
 
     def __init__(self, dataset: datasets.Dataset) -> None:
@@ -222,9 +223,18 @@ class Documents(list):
         self.features = dataset.features
 
 
+_documents: weakref.WeakKeyDictionary[datasets.Dataset, Documents] = weakref.WeakKeyDictionary()
+
+
 def as_documents(dataset: datasets.Dataset) -> Documents:
-    """``process_docs`` of the templates: the split as a :class:`Documents` list."""
-    return Documents(dataset)
+    """``process_docs`` of the templates: the split as a :class:`Documents` list, made
+    once per split.  lm-eval calls ``process_docs`` at every read of ``Task.eval_docs``
+    (four or five a task), and each fresh list would hold its own dicts: about 1 KB a
+    BLiMP row."""
+    documents = _documents.get(dataset)
+    if documents is None:
+        documents = _documents[dataset] = Documents(dataset)
+    return documents
 
 
 # --------------------------------------------------------------------------- scoring
