@@ -10,7 +10,7 @@ Each :class:`Architecture` names a transformers ``*ForMaskedLM`` class and says
 - how many of its ``max_position_embeddings`` an input can use: fairseq-style models
   (RoBERTa and its descendants) number positions from ``pad_token_id + 1``, so their
   table holds ``pad_token_id + 1`` rows that no input reaches;
-- for BERT-style, DistilBERT, DeBERTa-v2/v3 and ModernBERT layers, how to run the
+- for BERT-style, DistilBERT, ALBERT, DeBERTa-v2/v3 and ModernBERT layers, how to run the
   encoder's last layer at the target positions only (a :class:`LastLayer`): every
   position still needs its keys and values there, but queries, the attention output and
   the feed-forward block are needed at the targets alone: one position of a BLiMP copy's
@@ -90,6 +90,9 @@ class LastLayer:
 
     module: torch.nn.Module
     at_targets: AtTargets
+    calls: int = 1
+    """Which call of ``module`` in one forward pass is the last layer's, counted from 1:
+    ALBERT runs one shared module for several layers."""
 
 
 def every_position(model: torch.nn.Module) -> None:
@@ -218,6 +221,31 @@ def _distilbert_last_layer(model: torch.nn.Module) -> LastLayer:
     return LastLayer(layer, at_targets)
 
 
+def _albert_last_layer(model: torch.nn.Module) -> LastLayer | None:
+    """AlbertLayer: BERT's attention and feed-forward block, its layer norms named
+    otherwise, and one module shared by the layers of its group, so the last layer is
+    that module's last call in the forward pass (counted as AlbertTransformer assigns
+    layers to groups).  transformers 4's relative position embeddings run in full."""
+    config = model.config
+    if getattr(config, "position_embedding_type", "absolute") != "absolute":
+        return None
+    layer = model.base_model.encoder.albert_layer_groups[-1].albert_layers[-1]
+    attention = layer.attention
+    projections = (attention.query, attention.key, attention.value)
+    layers, groups = config.num_hidden_layers, config.num_hidden_groups
+    calls = sum(int(i / (layers / groups)) == groups - 1 for i in range(layers))
+    if calls == 0:  # more groups than layers: the last group never runs
+        return None
+
+    def at_targets(hidden: torch.Tensor, rows: torch.Tensor, positions: torch.Tensor):
+        own = hidden[rows, positions]
+        mixed = _attend_from_targets(hidden, rows, own, projections, attention.num_attention_heads)
+        attended = attention.LayerNorm(own + attention.dense(mixed))
+        return layer.full_layer_layer_norm(layer.ff_chunk(attended) + attended)
+
+    return LastLayer(layer, at_targets, calls)
+
+
 def _deberta_v2_last_layer(model: torch.nn.Module) -> LastLayer | None:
     """DebertaV2Layer (DeBERTa-v2 and v3): disentangled attention, whose scores add to the
     content term a content-to-position term (the target's query against the relative
@@ -328,7 +356,7 @@ ARCHITECTURES: dict[str, Architecture] = {
         Architecture("Data2VecTextForMaskedLM", _roberta_head, after_padding, _bert_last_layer),
         Architecture("LongformerForMaskedLM", _roberta_head, after_padding),
         Architecture("DistilBertForMaskedLM", _distilbert_head, no_offset, _distilbert_last_layer),
-        Architecture("AlbertForMaskedLM", _albert_head, no_offset),
+        Architecture("AlbertForMaskedLM", _albert_head, no_offset, _albert_last_layer),
         Architecture("ElectraForMaskedLM", _electra_head, no_offset, _bert_last_layer),
         Architecture("DebertaV2ForMaskedLM", _deberta_v2_head, no_offset, _deberta_v2_last_layer),
         Architecture("ModernBertForMaskedLM", _modernbert_head, no_offset, _modernbert_last_layer),

@@ -48,17 +48,23 @@ class _LastLayerReached(Exception):
     """Ends the base model's forward where the last layer would start."""
 
 
-def _last_layer_input(last: torch.nn.Module, forward: Callable[[], object]) -> torch.Tensor:
-    """The hidden states that ``forward()`` feeds ``last``, without running ``last``: the
+def _last_layer_input(last: LastLayer, forward: Callable[[], object]) -> torch.Tensor:
+    """The hidden states that ``forward()`` feeds the last layer, without running it: the
     model's own code computes everything before it (embeddings, their projection, earlier
-    layers), so no architecture's preamble is re-implemented here."""
+    layers), so no architecture's preamble is re-implemented here.  The last layer is the
+    ``last.calls``-th call of ``last.module`` (ALBERT runs one module for several layers)."""
     captured: list[torch.Tensor] = []
+    calls = 0
 
     def stop(module: torch.nn.Module, args: tuple, kwargs: dict) -> None:
+        nonlocal calls
+        calls += 1
+        if calls < last.calls:
+            return
         captured.append(args[0] if args else kwargs["hidden_states"])
         raise _LastLayerReached
 
-    handle = last.register_forward_pre_hook(stop, with_kwargs=True)
+    handle = last.module.register_forward_pre_hook(stop, with_kwargs=True)
     try:
         forward()
     except _LastLayerReached:
@@ -82,9 +88,7 @@ def _target_states(base: torch.nn.Module, last: LastLayer | None) -> TargetState
         return all_positions
 
     def targets_only(input_ids: torch.Tensor, rows: torch.Tensor, positions: torch.Tensor):
-        hidden = _last_layer_input(
-            last.module, lambda: base(input_ids=input_ids, attention_mask=None)
-        )
+        hidden = _last_layer_input(last, lambda: base(input_ids=input_ids, attention_mask=None))
         return last.at_targets(hidden, rows, positions)
 
     return targets_only

@@ -46,7 +46,19 @@ CONFIGS: dict[str, dict[str, dict]] = {
             "chunk_size_feed_forward": 1,
         },
     },
-    "AlbertForMaskedLM": {"base": {"embedding_size": 16}},
+    "AlbertForMaskedLM": {
+        # One layer module for both layers: the last layer is its second call.
+        "base": {"embedding_size": 16},
+        # Five layers in two groups (AlbertTransformer's int(i / 2.5): three, then two),
+        # each of two inner layers: the last layer is the second call of the last group's
+        # second inner layer.
+        "groups": {
+            "embedding_size": 16,
+            "num_hidden_layers": 5,
+            "num_hidden_groups": 2,
+            "inner_group_num": 2,
+        },
+    },
     "ElectraForMaskedLM": {"base": {"embedding_size": 16}},
     "DebertaV2ForMaskedLM": {
         "legacy_head": {},
@@ -128,7 +140,7 @@ def test_the_layouts_that_allow_it_run_their_last_layer_at_the_targets_only():
     """The target-only last layer is what makes small models fast (bench/README.md); it
     must not silently switch off for the architectures written for it, and must stay off
     for the layouts it cannot serve (a convolution after the only layer, a repeated last
-    layer, a sliding-window last layer)."""
+    layer, an ALBERT group that no layer uses, a sliding-window last layer)."""
     fast = {
         architecture
         for architecture, variant in CASES
@@ -142,6 +154,7 @@ def test_the_layouts_that_allow_it_run_their_last_layer_at_the_targets_only():
         "Data2VecTextForMaskedLM",
         "DistilBertForMaskedLM",
         "ElectraForMaskedLM",
+        "AlbertForMaskedLM",
         "DebertaV2ForMaskedLM",
         "ModernBertForMaskedLM",
     }
@@ -153,6 +166,11 @@ def test_the_layouts_that_allow_it_run_their_last_layer_at_the_targets_only():
     repeated = tiny_model("DebertaV2ForMaskedLM", "v3")
     repeated.deberta.z_steps = 2
     assert ARCHITECTURES["DebertaV2ForMaskedLM"].last_layer(repeated) is None
+    idle_group = transformers.AlbertConfig(
+        **{**SMALL, "embedding_size": 16, "num_hidden_groups": 3}
+    )
+    idle = transformers.AlbertForMaskedLM(idle_group).eval()
+    assert ARCHITECTURES["AlbertForMaskedLM"].last_layer(idle) is None
     sliding = tiny_model("ModernBertForMaskedLM", "sliding_last")
     assert sliding.config.layer_types[-1] == "sliding_attention"
     assert ARCHITECTURES["ModernBertForMaskedLM"].last_layer(sliding) is None
@@ -203,7 +221,14 @@ def test_the_engine_scores_every_architecture_like_the_naive_reference(
 
     tokenizer = AutoTokenizer.from_pretrained(tiny_bert_dir)
     model_class = getattr(transformers, architecture)
-    sizes = {**SMALL, "vocab_size": len(tokenizer), "max_position_embeddings": 64}
+    # The usual initializer range: with SMALL's larger weights the float32 model itself
+    # strays from float64 by more than this test's tolerance.
+    sizes = {
+        **SMALL,
+        "vocab_size": len(tokenizer),
+        "max_position_embeddings": 64,
+        "initializer_range": 0.02,
+    }
     config = model_class.config_class(**{**sizes, **CONFIGS[architecture][variant]})
     torch.manual_seed(0)
     model = model_class(config).eval()
