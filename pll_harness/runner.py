@@ -129,11 +129,17 @@ class PLLRunner:
         parts = deque(self._cut(batch, length))
         while parts:
             part = parts.popleft()
-            if self._scored_unless_out_of_memory(work, part, logprobs, greedy, buffers):
+            copies = part.stop - part.first
+            try:
+                self._score_batch(work, part, logprobs, greedy, buffers)
                 continue
+            except torch.cuda.OutOfMemoryError:  # this name from torch 1.13 on, as the pins allow
+                if copies == 1:
+                    raise
+            # Past the handler, the error and the failed part's tensors are freed; results
+            # are written only once a whole part is through, so it left nothing behind.
             if self.device.type == "cuda":
                 torch.cuda.empty_cache()
-            copies = part.stop - part.first
             self.token_cap = copies // 2 * length
             logger.warning(
                 "A batch of %d copies x %d tokens ran out of memory on %s; scoring on in "
@@ -153,25 +159,6 @@ class PLLRunner:
         pieces = -(-copies // max(1, self.token_cap // length))
         bounds = [batch.first + copies * k // pieces for k in range(pieces + 1)]
         return [Batch(batch.group, a, b) for a, b in itertools.pairwise(bounds)]
-
-    def _scored_unless_out_of_memory(
-        self,
-        work: Work,
-        batch: Batch,
-        logprobs: torch.Tensor,
-        greedy: torch.Tensor,
-        buffers: _ChunkBuffers,
-    ) -> bool:
-        """Score ``batch``; False if it ran out of memory and has more than one copy.  The
-        results are written only once the whole batch is through, so a failed batch leaves
-        nothing behind, and leaving this frame frees what it had allocated."""
-        try:
-            self._score_batch(work, batch, logprobs, greedy, buffers)
-        except torch.cuda.OutOfMemoryError:  # this name from torch 1.13 on, as every pin allows
-            if batch.stop - batch.first == 1:
-                raise
-            return False
-        return True
 
     def _score_batch(
         self,
