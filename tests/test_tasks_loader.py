@@ -138,6 +138,13 @@ def test_every_format_loads_without_asking_the_hub(
     assert requests == []
 
 
+def test_several_files_are_read_in_order_as_one_split(tmp_path: Path) -> None:
+    first = _write_csv(tmp_path / "a.csv", "g,b\nA1.,B1.\nA2.,B2.\n")
+    second = _write_csv(tmp_path / "b.csv", "g,b\nA3.,B3.\n")
+    loaded = mp.load_minimal_pairs([str(second), str(first)], good="g", bad="b")[mp.SPLIT]
+    assert loaded["sentence_good"] == ["A3.", "A1.", "A2."]
+
+
 def test_documents_are_the_rows_as_dicts_with_their_features(tmp_path: Path) -> None:
     csv = _write_csv(tmp_path / "p.csv", "g,b,n\nA.,B.,1\nC.,D.,2\n")
     split = mp.load_minimal_pairs(str(csv), good="g", bad="b")[mp.SPLIT]
