@@ -552,11 +552,13 @@ def export_revision(revision: str, tmp: Path) -> Path:
 
 
 def ensure_minicons(args: argparse.Namespace) -> str | None:
+    """minicons' interpreter as an absolute path, since the workers run in a temporary
+    folder; not resolved, which would follow a venv's python to its base interpreter."""
     if args.no_minicons:
         return None
     if args.minicons_python:
-        return args.minicons_python
-    venv = Path(args.minicons_venv)
+        return os.path.abspath(args.minicons_python)
+    venv = Path(args.minicons_venv).absolute()
     python = venv / "bin" / "python"
     if not python.is_file():
         print(f"creating minicons venv at {venv} (scripts/make_minicons_venv.sh) ...")
