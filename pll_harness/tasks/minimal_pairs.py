@@ -1,14 +1,15 @@
 """Load sentence pairs from local files and score them as lm-eval tasks.
 
 Every minimal-pair task in this folder (BLiMP, EventsAdapt, a user's own CSV) goes through
-the same three steps, named from the YAML templates in ``templates/``:
+the same four steps, named from the YAML templates in ``templates/``:
 
 1. ``custom_dataset`` loads a local CSV / JSONL / Parquet file with ``datasets``' packaged
    builders (never the Hub) and renames the two chosen columns to fixed names, so that one
    template serves any file layout;
-2. ``doc_to_choice`` hands lm-eval the two sentences exactly as written (the templates set an
+2. ``process_docs`` hands lm-eval the split as a list of dicts (:class:`Documents`);
+3. ``doc_to_choice`` hands lm-eval the two sentences exactly as written (the templates set an
    empty context and an empty target delimiter, so no prompt and no leading space);
-3. ``process_results`` compares the two log-likelihoods itself.  lm-eval's own ``acc`` takes
+4. ``process_results`` compares the two log-likelihoods itself.  lm-eval's own ``acc`` takes
    ``argmax``, which counts a tie as a win for the first choice; the papers count it as a loss.
 """
 
