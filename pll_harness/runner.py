@@ -89,8 +89,10 @@ class PLLRunner:
         On the CPU, the memory that the batches of one length leave free is given back
         when the length changes and when the run ends (see :mod:`pll_harness.allocator`)."""
         batches = work.batches if batches is None else batches
-        logprobs = torch.full((work.n_slots,), torch.nan, device=self.device)
-        greedy = torch.zeros(work.n_slots, dtype=torch.bool, device=self.device)
+        scores = TargetScores(
+            torch.full((work.n_slots,), torch.nan, device=self.device),
+            torch.zeros(work.n_slots, dtype=torch.bool, device=self.device),
+        )
         done = _Completion(self.device, on_batch_done)
         buffers = _ChunkBuffers()
         length = None
@@ -99,22 +101,17 @@ class PLLRunner:
                 previous, length = length, work.groups[batch.group].length
                 if self.cpu and length != previous:
                     release_free_memory()
-                self._score_within_memory(work, batch, logprobs, greedy, buffers)
+                self._score_within_memory(work, batch, scores, buffers)
                 done.launched(position)
             done.finish()
         finally:
             del buffers  # so that the release below returns them too
             if self.cpu:
                 release_free_memory()
-        return TargetScores(logprobs.cpu(), greedy.cpu())
+        return TargetScores(scores.logprobs.cpu(), scores.greedy.cpu())
 
     def _score_within_memory(
-        self,
-        work: Work,
-        batch: Batch,
-        logprobs: torch.Tensor,
-        greedy: torch.Tensor,
-        buffers: _ChunkBuffers,
+        self, work: Work, batch: Batch, scores: TargetScores, buffers: _ChunkBuffers
     ) -> None:
         """Score ``batch`` in parts of at most ``token_cap`` tokens.  A part that runs out
         of device memory is halved and tried again, and the cap falls to half of it for the
@@ -131,7 +128,7 @@ class PLLRunner:
             part = parts.popleft()
             copies = part.stop - part.first
             try:
-                self._score_batch(work, part, logprobs, greedy, buffers)
+                self._score_batch(work, part, scores, buffers)
                 continue
             except torch.cuda.OutOfMemoryError:  # this name from torch 1.13 on, as the pins allow
                 if copies == 1:
@@ -161,21 +158,17 @@ class PLLRunner:
         return [Batch(batch.group, a, b) for a, b in itertools.pairwise(bounds)]
 
     def _score_batch(
-        self,
-        work: Work,
-        batch: Batch,
-        logprobs: torch.Tensor,
-        greedy: torch.Tensor,
-        buffers: _ChunkBuffers,
+        self, work: Work, batch: Batch, scores: TargetScores, buffers: _ChunkBuffers
     ) -> None:
+        """Score ``batch`` into ``scores``' slots, on the device (nothing waits for it)."""
         inputs = work.inputs(batch, self.mask_token_id)
         index = np.stack([inputs.rows, inputs.positions, inputs.tokens, inputs.slots])
         input_ids = self._to_device(inputs.input_ids)
         rows, positions, tokens, slots = self._to_device(index)
         hidden = self.parts.states(input_ids, rows, positions)
         lp, top = self._head_scores(hidden, tokens, buffers)
-        logprobs[slots] = lp
-        greedy[slots] = top
+        scores.logprobs[slots] = lp
+        scores.greedy[slots] = top
 
     def _to_device(self, array: np.ndarray) -> torch.Tensor:
         tensor = torch.from_numpy(np.ascontiguousarray(array, dtype=np.int64))
