@@ -121,7 +121,7 @@ def test_a_second_writer_is_refused_until_the_first_closes(tmp_path):
     path = tmp_path / "out.csv"
     first = RecordFile(path, "csv", COLUMNS, ("id",))
     try:
-        with pytest.raises(ValueError, match="being written by another process"):
+        with pytest.raises(ValueError, match="being written by another writer"):
             RecordFile(path, "csv", COLUMNS, ("id",))
         first.append(ROWS)
     finally:

@@ -410,7 +410,7 @@ def test_a_second_writer_is_refused_and_the_first_finishes(
     finally:
         first.send_signal(signal.SIGCONT)
     assert second.returncode == 1
-    assert "is being written by another process" in stderr
+    assert "is being written by another writer" in stderr
     _, stderr = first.communicate(timeout=120)
     assert first.returncode == 0, stderr[-3000:]
     _assert_complete_and_correct(out, reference_rows)

@@ -21,6 +21,8 @@ from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any, BinaryIO
 
+from pll_harness.file_lock import lock
+
 ENCODING = "utf-8"
 ERRORS = "surrogateescape"
 """Undecodable bytes (a UTF-8 sequence cut in two) survive decoding and re-encoding, so
@@ -29,21 +31,6 @@ character offsets map back to byte offsets exactly."""
 
 class DamagedOutput(ValueError):
     """An output file that is not whole records of this run's kind."""
-
-
-def lock(handle: BinaryIO, path: Path) -> None:
-    """Take the exclusive lock on ``handle`` or refuse: another process writes ``path``."""
-    try:
-        import fcntl
-    except ImportError:  # pragma: no cover - not POSIX (Windows): no flock to take
-        return
-    try:
-        fcntl.flock(handle.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except BlockingIOError:
-        raise ValueError(
-            f"{path} is being written by another process (another `pll-harness score` with "
-            "the same output?). Wait for it to finish, or write to another file."
-        ) from None
 
 
 def csv_text(columns: Sequence[str], rows: Iterable[dict[str, Any]], header: bool) -> str:
@@ -82,7 +69,7 @@ class RecordFile:
         path.parent.mkdir(parents=True, exist_ok=True)
         self.handle: BinaryIO = open(path, "a+b")  # noqa: SIM115 - held open for the lock
         try:
-            lock(self.handle, path)
+            lock(self.handle, path, "another `pll-harness` command with the same output")
             self.records: list[dict[str, Any]] = [] if overwrite else self._read_back()
             if overwrite or not self.records:
                 self.handle.truncate(0)

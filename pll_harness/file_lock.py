@@ -1,0 +1,26 @@
+"""One writer per output file: the lock that refuses a second one."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import BinaryIO
+
+
+def lock(handle: BinaryIO, path: Path, other_writer: str) -> None:
+    """Take the exclusive lock on ``handle`` or refuse: ``other_writer`` (what probably
+    holds it, for the message) writes ``path``.
+
+    The lock (``flock``) belongs to the open file, so the system releases it when the
+    file is closed or the process ends, however it ends: no stale lock after SIGKILL.
+    """
+    try:
+        import fcntl
+    except ImportError:  # pragma: no cover - not POSIX (Windows): no flock to take
+        return
+    try:
+        fcntl.flock(handle.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        raise ValueError(
+            f"{path} is being written by another writer ({other_writer}?). Wait for it to "
+            "finish, or write to another file."
+        ) from None

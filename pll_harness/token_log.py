@@ -1,0 +1,66 @@
+"""The adapter's token log: every request's per-token scores, one JSON line each.
+
+lm-eval keeps one ``(logprob, is_greedy)`` per request; the token log keeps the tokens
+behind it.  One writer at a time: the file is locked from start-up to the end of the run,
+so two runs never interleave their records, and each batch of records goes to the file in
+one flushed write, so a killed run leaves whole records (at most the last one cut short).
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Any, BinaryIO
+
+from pll_harness.file_lock import lock
+from pll_harness.tools.resumable import jsonl_text
+
+TOKEN_LOG_MODES = ("new", "overwrite", "append")
+"""What ``token_log_mode`` does with an existing token log: refuse it, empty it, add to it."""
+
+
+def check_mode(mode: str) -> None:
+    if mode not in TOKEN_LOG_MODES:
+        raise ValueError(
+            f"token_log_mode={mode!r} is not valid; use one of {', '.join(TOKEN_LOG_MODES)}."
+        )
+
+
+class TokenLog:
+    """An open, locked token log.  ``mode`` applies to an earlier run's records: ``new``
+    refuses them at start-up, so a second run never mixes its records into the first's;
+    ``overwrite`` drops them when this run writes its first records (so a run that stops
+    before scoring anything leaves them); ``append`` keeps them."""
+
+    def __init__(self, path: Path, mode: str) -> None:
+        check_mode(mode)
+        self.path = path
+        path.parent.mkdir(parents=True, exist_ok=True)
+        self._handle: BinaryIO = open(path, "ab")  # noqa: SIM115 - held open for the lock
+        try:
+            lock(self._handle, path, "another run with the same token_log, in this process or not")
+            if mode == "new" and os.fstat(self._handle.fileno()).st_size > 0:
+                raise ValueError(
+                    f"token_log={path} already holds records. Pass token_log_mode=overwrite "
+                    "to replace them or token_log_mode=append to add to them, or choose a new "
+                    "file."
+                )
+        except BaseException:
+            self._handle.close()
+            raise
+        self._drop_earlier = mode == "overwrite"
+
+    def write(self, records: Iterable[dict[str, Any]]) -> None:
+        """Add ``records`` in one flushed write."""
+        text = jsonl_text(records)
+        if self._drop_earlier:
+            self._handle.truncate(0)
+            self._drop_earlier = False
+        self._handle.write(text.encode("utf-8"))
+        self._handle.flush()
+        os.fsync(self._handle.fileno())
+
+    def close(self) -> None:
+        """Release the file (and its lock) before the run's end, e.g. in a notebook."""
+        self._handle.close()
