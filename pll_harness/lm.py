@@ -5,8 +5,10 @@ Requests in, ``(logprob, is_greedy)`` out; everything else lives in :mod:`pll_ha
 
 from __future__ import annotations
 
-import json
+import difflib
+import inspect
 import logging
+import os
 from pathlib import Path
 from typing import Any
 
@@ -26,12 +28,26 @@ from pll_harness.loading import load_masked_lm
 from pll_harness.metrics import DEFAULT_METRIC, check_metric
 from pll_harness.provenance import model_info
 from pll_harness.scorer import PLLScorer, SentenceScore
+from pll_harness.tasks.minimal_pairs import VerbatimRow
+from pll_harness.token_log import TokenLog, check_mode
 
 # A child of lm-eval's logger, so that our messages share its handler and --verbosity.
 logger = logging.getLogger(f"lm_eval.{__name__}")
 
-TOKEN_LOG_MODES = ("new", "overwrite", "append")
-"""What ``token_log_mode`` does with an existing token log: refuse it, empty it, add to it."""
+CACHE_SETTINGS_KEY = "pll_harness:scoring_settings"
+"""The entry of an lm-eval ``--use_cache`` database that records the settings its answers
+were scored with.  lm-eval keys cached answers by request alone, so without it a run with
+another metric, dtype or checkpoint would be answered with these numbers (and its results
+file would name its own settings).  A request's key is a SHA-256 hex digest: no clash."""
+
+NO_CHAT_TEMPLATE = (
+    "pll-mlm scores text with a masked language model, which has no chat template; a chat "
+    "template (--apply_chat_template, --fewshot_as_multiturn) would also put text around the "
+    "sentences that PLL tasks score as written. Run without it."
+)
+
+LM_EVAL_DEFAULT_DEVICE = "cuda:0"
+"""What lm-eval's command line sends as ``--device`` when the flag is left out."""
 
 _TRUE = {"true", "1", "yes"}
 _FALSE = {"false", "0", "no"}
@@ -47,16 +63,65 @@ def _as_bool(name: str, value: Any) -> bool:
 
 
 def _as_optional_int(name: str, value: Any, allow_auto: bool = False) -> int | None:
-    if value is None or (allow_auto and str(value).startswith("auto")):
+    """A positive integer, None, or (with ``allow_auto``) None for lm-eval's ``auto`` and
+    ``auto:N``; anything else, a fraction included, is an error rather than rounded."""
+    if value is None or (allow_auto and _is_auto(str(value))):
         return None
+    if isinstance(value, float) and value.is_integer():
+        value = int(value)
     try:
-        number = int(value)
-    except (TypeError, ValueError):
-        valid = "a positive integer" + (" or 'auto'" if allow_auto else "")
+        number = int(str(value))
+    except ValueError:
+        valid = "a positive integer" + (" or 'auto' / 'auto:N'" if allow_auto else "")
         raise ValueError(f"{name}={value!r} is not valid; use {valid}.") from None
     if number < 1:
         raise ValueError(f"{name} must be at least 1, got {number}.")
     return number
+
+
+def _check_model_args(args: dict[str, Any]) -> None:
+    """Unknown ``--model_args`` keys, a typo above all, stop with the known ones."""
+    known = [name for name in inspect.signature(PLLMaskedLM.__init__).parameters if name != "self"]
+    unknown = [key for key in args if key not in known]
+    if not unknown:
+        return
+    hints = []
+    for key in unknown:
+        close = difflib.get_close_matches(key, known, n=1)
+        hints.append(f"{key!r}" + (f" (did you mean {close[0]!r}?)" if close else ""))
+    raise ValueError(
+        f"pll-mlm has no model argument {', '.join(hints)}. Its model arguments are: "
+        f"{', '.join(known)} (README: 'Model arguments')."
+    )
+
+
+def _refuse_context_on_verbatim_tasks(requests: list[Any]) -> None:
+    """The packaged tasks (and any made from their templates) score sentences as written;
+    a context in front of them is lm-eval's ``--system_instruction`` and would change what
+    is measured."""
+    prompted = {
+        request.task_name: request.args[0]
+        for request in requests
+        if isinstance(request.doc, VerbatimRow) and request.args[0]
+    }
+    if prompted:
+        context = next(iter(prompted.values()))
+        raise ValueError(
+            f"Task(s) {', '.join(sorted(prompted))} score each sentence as written, but their "
+            f"requests put {context!r} in front of it (--system_instruction?), which changes "
+            "what is measured. Run these tasks without it."
+        )
+
+
+def _is_auto(text: str) -> bool:
+    """lm-eval's ``auto`` or ``auto:N`` (N: how often its HF model re-measures)."""
+    if text == "auto":
+        return True
+    head, _, tail = text.partition(":")
+    try:
+        return head == "auto" and float(tail) > 0
+    except ValueError:
+        return False
 
 
 @register_model("pll-mlm")
@@ -115,7 +180,7 @@ class PLLMaskedLM(LM):
                     "Process %d uses %s (one device per process).", self.rank, self._group.device
                 )
             device = str(self._group.device)
-        self.token_log = self._prepare_token_log(token_log, token_log_mode)
+        self.token_log = self._open_token_log(token_log, token_log_mode)
         if isinstance(pretrained, str):
             loaded = load_masked_lm(
                 pretrained,
@@ -157,9 +222,11 @@ class PLLMaskedLM(LM):
 
         lm-eval's default merge stops with "got multiple values for keyword argument" when
         a key is in both; here the value in ``--model_args`` wins.  A CUDA device from the
-        flags on a machine without CUDA means the CPU, said at info level only: it is
-        lm-eval's default, not the user's request, whenever ``--device`` was left out.
+        flags on a machine without CUDA means the CPU: said at info level for ``cuda:0``,
+        which is what lm-eval sends whenever ``--device`` was left out, with a warning for
+        any other.  An unknown key stops with the known ones rather than a bare TypeError.
         """
+        _check_model_args(arg_dict)
         args = dict(arg_dict)
         for key, value in (additional_config or {}).items():
             if value is None:
@@ -175,8 +242,12 @@ class PLLMaskedLM(LM):
                     )
                 continue
             if key == "device" and str(value).startswith("cuda") and not torch.cuda.is_available():
-                logger.info(
-                    "device=%s (lm-eval's default): CUDA is not available, using the CPU.", value
+                log = logger.info if str(value) == LM_EVAL_DEFAULT_DEVICE else logger.warning
+                log(
+                    "--device %s: CUDA is not available, using the CPU (lm-eval sends --device "
+                    "%s when the flag is left out).",
+                    value,
+                    LM_EVAL_DEFAULT_DEVICE,
                 )
                 continue
             args[key] = value
@@ -192,29 +263,82 @@ class PLLMaskedLM(LM):
 
         return cls.create_from_arg_obj(simple_parse_args_string(arg_string), additional_config)
 
-    def _prepare_token_log(self, token_log: str | None, mode: str) -> Path | None:
-        """This process's token log (``name.rankN.jsonl`` when several processes run), after
-        applying ``mode`` to an existing file: ``new`` refuses it, so that a second run
-        never mixes its records into the first run's; ``overwrite`` empties it;
-        ``append`` keeps it.  Within a run, every request type's records are appended."""
-        if mode not in TOKEN_LOG_MODES:
+    def set_cache_hook(self, cache_hook: Any) -> None:
+        """lm-eval's ``--use_cache`` hands its database over here, before any request.
+
+        Its answers are keyed by request alone, so the database records the settings that
+        scored them (:data:`CACHE_SETTINGS_KEY`) and a run with other settings, or a
+        database that another model filled, is refused rather than answered with foreign
+        numbers.  A token log cannot be complete when cached requests skip the model, so
+        the two are refused together too."""
+        super().set_cache_hook(cache_hook)
+        database = getattr(cache_hook, "dbdict", None)
+        if database is None:
+            return
+        where = getattr(database, "filename", "the --use_cache database")
+        if self.token_log is not None:
             raise ValueError(
-                f"token_log_mode={mode!r} is not valid; use one of {', '.join(TOKEN_LOG_MODES)}."
+                f"token_log={self.token_log.path} records every request's tokens, but with "
+                "--use_cache the requests answered from the cache never reach the model, so "
+                "the log would miss them. Drop --use_cache or token_log."
             )
+        ours = self._scoring_settings()
+        theirs = database.get(CACHE_SETTINGS_KEY)
+        if theirs is None and len(database) == 0:
+            database[CACHE_SETTINGS_KEY] = ours
+            return
+        if theirs == ours:
+            return
+        if theirs is None:
+            found = "answers without a record of their settings (another model's?)"
+        else:
+            changed = sorted(k for k in ours.keys() | theirs.keys() if ours.get(k) != theirs.get(k))
+            found = "answers scored with " + ", ".join(
+                f"{key}={theirs.get(key)} (this run: {ours.get(key)})" for key in changed
+            )
+        raise ValueError(
+            f"{where} holds {found}; lm-eval would answer this run's requests with them. "
+            "Give each model and pll_metric/dtype its own --use_cache path."
+        )
+
+    def _scoring_settings(self) -> dict[str, Any]:
+        """What a cached answer depends on beyond its request (batch sizes change float
+        rounding only)."""
+        checkpoint = self._checkpoint
+        if checkpoint is not None and os.path.isdir(checkpoint):
+            checkpoint = os.path.abspath(checkpoint)
+        info = self.get_model_info()
+        return {
+            "model_checkpoint": checkpoint or info["model_checkpoint"],
+            "model_revision": info["model_revision"],
+            "model_sha": info["model_sha"],
+            "tokenizer": self.scorer.tokenizer.name_or_path,
+            "model_dtype": info["model_dtype"],
+            "pll_metric": info["pll_metric"],
+            "pll_max_length": info["pll_max_length"],
+        }
+
+    def chat_template(self, chat_template: bool | str = False) -> str:
+        """lm-eval asks for the template when ``--apply_chat_template`` is given: refused
+        there, before any request is built."""
+        if chat_template:
+            raise ValueError(NO_CHAT_TEMPLATE)
+        return ""
+
+    def apply_chat_template(
+        self, chat_history: list[dict[str, str]], add_generation_prompt: bool = True
+    ) -> str:
+        raise ValueError(NO_CHAT_TEMPLATE)
+
+    def _open_token_log(self, token_log: str | None, mode: str) -> TokenLog | None:
+        """This process's token log (``name.rankN.jsonl`` when several processes run)."""
+        check_mode(mode)
         if not token_log:
             return None
         path = Path(token_log)
         if self.world_size > 1:
             path = path.with_name(f"{path.stem}.rank{self.rank}{path.suffix}")
-        if mode == "new" and path.exists() and path.stat().st_size > 0:
-            raise ValueError(
-                f"token_log={path} already holds records. Pass token_log_mode=overwrite to "
-                "replace them or token_log_mode=append to add to them, or choose a new file."
-            )
-        path.parent.mkdir(parents=True, exist_ok=True)
-        if mode == "overwrite":
-            path.write_text("", encoding="utf-8")
-        return path
+        return TokenLog(path, mode)
 
     def all_gather(self, tensor: Any) -> Any:
         return tensor if self._group is None else self._group.all_gather(tensor)
@@ -228,7 +352,7 @@ class PLLMaskedLM(LM):
 
     def get_model_info(self) -> dict[str, Any]:
         """lm-eval adds this to the results file's ``config``: how the numbers were scored
-        (metric, checkpoint and its commit where known, dtype, package version; see
+        (metric, device, checkpoint and its commit where known, dtype, package version; see
         :func:`pll_harness.provenance.model_info`)."""
         return model_info(
             self.scorer.model,
@@ -236,6 +360,7 @@ class PLLMaskedLM(LM):
             self.scorer.max_length,
             checkpoint=self._checkpoint,
             revision=self._revision,
+            device=self.device,
         )
 
     @property
@@ -245,6 +370,7 @@ class PLLMaskedLM(LM):
     def loglikelihood(
         self, requests: list[Any], disable_tqdm: bool = False
     ) -> list[tuple[float, bool]]:
+        _refuse_context_on_verbatim_tasks(requests)
         pairs = [tuple(request.args) for request in requests]
         scores = self._score(pairs, "Running loglikelihood requests", disable_tqdm)
         return [(score.logprob, score.is_greedy) for score in scores]
@@ -276,8 +402,12 @@ class PLLMaskedLM(LM):
 
     def _write_token_log(self, pairs: list[tuple[str, str]], scores: list[SentenceScore]) -> None:
         assert self.token_log is not None
-        with self.token_log.open("a", encoding="utf-8") as out:
-            for (context, continuation), score in zip(pairs, scores, strict=True):
-                record = {"context": context, "continuation": continuation, **score.as_dict()}
-                record["pll_metric"] = self.scorer.metric
-                out.write(json.dumps(record) + "\n")
+        self.token_log.write(
+            {
+                "context": context,
+                "continuation": continuation,
+                **score.as_dict(),
+                "pll_metric": self.scorer.metric,
+            }
+            for (context, continuation), score in zip(pairs, scores, strict=True)
+        )

@@ -52,18 +52,22 @@ def model_info(
     max_length: int,
     checkpoint: str | None = None,
     revision: str | None = None,
+    device: torch.device | str | None = None,
 ) -> dict[str, Any]:
     """The entries lm-eval adds to a results file's ``config``.
 
     ``checkpoint`` is the name the model was loaded by (hub name, folder or ``pll-demo``);
     None means the model was passed in as an object, and its ``name_or_path`` stands in.
-    Key names follow lm-eval's own HF model (``model_dtype``, ``model_revision``,
+    ``device`` is where the scoring ran (``pll_device``): lm-eval's own ``device`` entry
+    records its ``--device`` flag, which names CUDA on a machine without it when the flag
+    is left out.  Key names follow lm-eval's own HF model (``model_dtype``, ``model_revision``,
     ``model_sha``, ``model_num_parameters``) where they mean the same thing.
     """
     name = checkpoint or getattr(model, "name_or_path", None) or None
     return {
         "pll_metric": pll_metric,
         "pll_max_length": max_length,
+        "pll_device": None if device is None else str(device),
         "pll_harness_version": pll_harness.__version__,
         "model_checkpoint": name,
         "model_architecture": type(model).__name__,

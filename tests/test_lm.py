@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import json
 import math
+import re
 
 import pytest
 import torch
@@ -105,6 +107,9 @@ def test_generate_until_names_the_task(model_dir):
         ({"max_batch_tokens": 0}, "max_batch_tokens must be at least 1"),
         ({"max_length": 100000}, "exceeds what this model accepts"),
         ({"parallelize": "maybe"}, "is not a boolean"),
+        ({"batch_size": "auto:abc"}, "batch_size='auto:abc' is not valid"),
+        ({"batch_size": "autoxyz"}, "batch_size='autoxyz' is not valid"),
+        ({"max_batch_size": 2.5}, "max_batch_size=2.5 is not valid"),
     ],
 )
 def test_bad_arguments_are_explained(model_dir, kwargs, message):
@@ -129,8 +134,6 @@ def test_causal_lm_is_refused_with_advice(tmp_path, tiny_bert_dir):
 
 
 def test_token_log_records_per_token_scores(model_dir, tmp_path):
-    import json
-
     log = tmp_path / "tokens.jsonl"
     lm = PLLMaskedLM(pretrained=model_dir, device="cpu", token_log=str(log))
     (result,) = lm.loglikelihood([instance("loglikelihood", ("The hooligan", " wrecked it."))])
@@ -139,6 +142,27 @@ def test_token_log_records_per_token_scores(model_dir, tmp_path):
     assert record["logprob"] == pytest.approx(result[0])
     assert len(record["tokens"]) == len(record["token_logprobs"]) >= 3
     assert record["pll_metric"] == "word_l2r"
+
+
+def test_token_log_has_one_writer_and_overwrite_waits_for_records(tiny_bert_dir, tmp_path):
+    log = tmp_path / "tokens.jsonl"
+    log.write_text('{"earlier": "run"}\n')
+    first = PLLMaskedLM(
+        pretrained=tiny_bert_dir, device="cpu", token_log=str(log), token_log_mode="append"
+    )
+    with pytest.raises(ValueError, match="is being written by another writer"):
+        PLLMaskedLM(
+            pretrained=tiny_bert_dir, device="cpu", token_log=str(log), token_log_mode="append"
+        )
+    first.token_log.close()
+    second = PLLMaskedLM(
+        pretrained=tiny_bert_dir, device="cpu", token_log=str(log), token_log_mode="overwrite"
+    )
+    assert log.read_text() == '{"earlier": "run"}\n'  # kept until this run has records
+    second.loglikelihood([instance("loglikelihood", ("", "A cat sat."))])
+    second.loglikelihood([instance("loglikelihood", ("", "A dog ran."))])
+    records = [json.loads(line) for line in log.read_text().splitlines()]
+    assert [r["continuation"] for r in records] == ["A cat sat.", "A dog ran."]
 
 
 def test_parallelize_loads_with_a_device_map_and_scores_the_same(model_dir, monkeypatch):
@@ -162,8 +186,6 @@ def test_parallelize_loads_with_a_device_map_and_scores_the_same(model_dir, monk
 
 
 def test_token_log_refuses_an_earlier_runs_file_unless_told(tiny_bert_dir, tmp_path):
-    import json
-
     log = tmp_path / "tokens.jsonl"
     request = [instance("loglikelihood", ("The hooligan", " wrecked it."))]
 
@@ -263,3 +285,138 @@ def test_packing_is_the_default_and_max_batch_size_caps_it(monkeypatch, tiny_ber
     capped = PLLMaskedLM(pretrained=tiny_bert_dir, device="cpu", max_batch_size=1)
     packed, one_by_one = plain.loglikelihood(requests), capped.loglikelihood(requests)
     assert [lp for lp, _ in packed] == pytest.approx([lp for lp, _ in one_by_one], abs=1e-5)
+
+
+def test_lm_evals_auto_batch_sizes_are_accepted(tiny_bert_dir):
+    for value in ("auto", "auto:4", "auto:0.5"):
+        lm = PLLMaskedLM(pretrained=tiny_bert_dir, device="cpu", batch_size=value)
+        assert lm.scorer.batching.batch_size is None
+    assert (
+        PLLMaskedLM(
+            pretrained=tiny_bert_dir, device="cpu", max_batch_size=2.0
+        ).scorer.batching.batch_size
+        == 2
+    )
+
+
+def test_an_unknown_model_arg_names_the_known_ones(tiny_bert_dir):
+    with pytest.raises(
+        ValueError,
+        match=r"no model argument 'pll_metrc' \(did you mean 'pll_metric'\?\).*token_log_mode",
+    ):
+        PLLMaskedLM.create_from_arg_string(f"pretrained={tiny_bert_dir},pll_metrc=original")
+
+
+def test_a_named_cuda_device_without_cuda_is_a_warning(monkeypatch, tiny_bert_dir, caplog):
+    import logging
+
+    if torch.cuda.is_available():
+        pytest.skip("this machine has CUDA")
+    with caplog.at_level(logging.INFO):
+        lm = lm_from_cli(monkeypatch, "--model_args", f"pretrained={tiny_bert_dir}")
+    (default,) = [r for r in caplog.records if "CUDA is not available" in r.message]
+    assert default.levelno == logging.INFO and "--device cuda:0" in default.message
+    caplog.clear()
+    with caplog.at_level(logging.INFO):
+        lm = lm_from_cli(
+            monkeypatch, "--model_args", f"pretrained={tiny_bert_dir}", "--device", "cuda:1"
+        )
+    (named,) = [r for r in caplog.records if "CUDA is not available" in r.message]
+    assert named.levelno == logging.WARNING and "--device cuda:1" in named.message
+    assert lm.get_model_info()["pll_device"] == "cpu"
+
+
+# ------------------------------------------------------------------- lm-eval's answer cache
+
+
+def caching(lm: PLLMaskedLM, path) -> object:
+    from lm_eval.api.model import CachingLM
+
+    return CachingLM(lm, str(path))
+
+
+def test_a_cache_answers_only_runs_with_its_settings(tiny_bert_dir, tmp_path):
+    """lm-eval keys cached answers by request alone: another metric or dtype must not be
+    answered from them."""
+    cache = tmp_path / "cache_rank0.db"
+    requests = [instance("loglikelihood", ("", "The hooligan wrecked the souvenir."))]
+    word = PLLMaskedLM(pretrained=tiny_bert_dir, device="cpu")
+    fresh = caching(word, cache).loglikelihood(requests)
+    again = PLLMaskedLM(pretrained=tiny_bert_dir, device="cpu")
+    again.loglikelihood = None  # answered from the cache, or this fails
+    assert caching(again, cache).loglikelihood(requests) == fresh
+    for other, changed in (
+        ({"pll_metric": "original"}, "pll_metric=word_l2r (this run: original)"),
+        ({"dtype": "bfloat16"}, "model_dtype=torch.float32 (this run: torch.bfloat16)"),
+    ):
+        lm = PLLMaskedLM(pretrained=tiny_bert_dir, device="cpu", **other)
+        with pytest.raises(ValueError, match=re.escape(changed) + ".*its own --use_cache path"):
+            caching(lm, cache)
+
+
+def test_a_cache_of_another_model_or_with_a_token_log_is_refused(tiny_bert_dir, tmp_path):
+    from sqlitedict import SqliteDict
+
+    foreign = tmp_path / "hf_rank0.db"
+    with SqliteDict(str(foreign), autocommit=True) as database:
+        database["0" * 64] = (-1.0, True)
+    lm = PLLMaskedLM(pretrained=tiny_bert_dir, device="cpu")
+    with pytest.raises(ValueError, match="without a record of their settings"):
+        caching(lm, foreign)
+    logged = PLLMaskedLM(
+        pretrained=tiny_bert_dir, device="cpu", token_log=str(tmp_path / "t.jsonl")
+    )
+    with pytest.raises(ValueError, match="Drop --use_cache or token_log"):
+        caching(logged, tmp_path / "new_rank0.db")
+
+
+# ------------------------------------------------------------------- text in front of sentences
+
+
+@pytest.fixture(scope="module")
+def packaged_tasks():
+    from lm_eval.tasks import TaskManager
+
+    from pll_harness.task_paths import TASK_DIR
+
+    return TaskManager(include_defaults=False, include_path=str(TASK_DIR))
+
+
+def test_a_system_instruction_on_a_verbatim_task_is_refused(tiny_bert_dir, packaged_tasks):
+    import lm_eval
+
+    lm = PLLMaskedLM(pretrained=tiny_bert_dir, device="cpu")
+    task = "blimp_pll_anaphor_gender_agreement"
+    plain = lm_eval.simple_evaluate(model=lm, tasks=[task], limit=2, task_manager=packaged_tasks)
+    assert plain["results"][task]["acc,none"] in (0.0, 0.5, 1.0)
+    with pytest.raises(
+        ValueError, match=f"Task\\(s\\) {task} score each sentence as written.*'Judge grammar.'"
+    ):
+        lm_eval.simple_evaluate(
+            model=lm,
+            tasks=[task],
+            limit=2,
+            task_manager=packaged_tasks,
+            system_instruction="Judge grammar.",
+        )
+    # A context is what other loglikelihood tasks are made of.
+    (scored,) = lm.loglikelihood([instance("loglikelihood", ("Judge grammar.", " A cat sat."))])
+    assert scored[0] < 0
+
+
+def test_a_chat_template_is_refused_before_any_request(tiny_bert_dir, packaged_tasks):
+    import lm_eval
+
+    lm = PLLMaskedLM(pretrained=tiny_bert_dir, device="cpu")
+    lm.loglikelihood = None  # never reached
+    assert lm.chat_template(False) == ""
+    with pytest.raises(ValueError, match="no chat template"):
+        lm_eval.simple_evaluate(
+            model=lm,
+            tasks=["blimp_pll_anaphor_gender_agreement"],
+            limit=2,
+            task_manager=packaged_tasks,
+            apply_chat_template=True,
+        )
+    with pytest.raises(ValueError, match="no chat template"):
+        lm.apply_chat_template([{"role": "user", "content": "hi"}])

@@ -34,7 +34,7 @@ from pll_harness.tasks.catalog import (
     task_name,
     zorro_paradigms,
 )
-from pll_harness.tasks.minimal_pairs import Documents
+from pll_harness.tasks.minimal_pairs import Documents, VerbatimRow
 
 PHENOMENON_GROUPS = {f"blimp_pll_{p.key}" for p in BLIMP_PHENOMENA}
 PARADIGM_TASKS = {f"blimp_pll_{p}" for p in blimp_paradigms()}
@@ -240,13 +240,14 @@ def test_eventsadapt_pairs_match_the_source_csv() -> None:
 
 
 def test_documents_reach_lm_eval_as_lists_of_dicts(tm: TaskManager) -> None:
-    """One task of each template: lm-eval iterates plain dicts rather than formatting each
-    ``datasets`` row anew, and still finds the columns it reads at start-up."""
+    """One task of each template: lm-eval iterates dicts rather than formatting each
+    ``datasets`` row anew, and still finds the columns it reads at start-up.  The dicts
+    say that their sentences are scored as written (the adapter refuses a context)."""
     names = ["blimp_pll_adjunct_island", "pll_example_stereotype", "crows_pairs_pll_age"]
     for name, task in tm.load(names)["tasks"].items():
         docs = task.eval_docs
         assert isinstance(docs, Documents), name
-        assert all(type(doc) is dict for doc in docs), name
+        assert all(type(doc) is VerbatimRow for doc in docs), name
         assert set(task.features) == set(docs[0]), name
 
 

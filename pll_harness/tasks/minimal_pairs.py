@@ -208,8 +208,15 @@ def _check_sentences(dataset: datasets.Dataset, names: list[str], paths: list[Pa
 # --------------------------------------------------------------------------- documents
 
 
+class VerbatimRow(dict):
+    """A row of a task made from these templates, whose sentences are scored as written,
+    with an empty context.  lm-eval's ``--system_instruction`` (and a chat template) put
+    text in front of every request, and no task setting can refuse them, so the rows carry
+    their kind to the model, which refuses a context (``PLLMaskedLM.loglikelihood``)."""
+
+
 class Documents(list):
-    """A split's rows as plain dicts, carrying the split's ``features``.
+    """A split's rows as dicts (:class:`VerbatimRow`), carrying the split's ``features``.
 
     lm-eval iterates a task's documents twice (building the requests, then scoring the
     results), and ``datasets`` formats every row it hands out: 34 us a row, against 1.5
@@ -220,7 +227,7 @@ class Documents(list):
     """
 
     def __init__(self, dataset: datasets.Dataset) -> None:
-        super().__init__(dataset.to_list())
+        super().__init__(map(VerbatimRow, dataset.to_list()))
         self.features = dataset.features
 
 
