@@ -3,6 +3,7 @@ only a record cut short by a killed write and refuses every other kind of damage
 
 from __future__ import annotations
 
+import csv
 import json
 
 import pytest
@@ -140,3 +141,15 @@ def test_overwrite_and_replace(tmp_path):
     finally:
         record_file.close()
     assert reopen(path, "csv") == ROWS[1:2]
+
+
+def test_a_field_past_the_csv_modules_default_limit_resumes(tmp_path):
+    """csv's 128 KiB field limit would make a long text look like damage."""
+    rows = [*ROWS, {"id": "3", "text": "word " * 40_000, "score": "-9.0"}]
+    path = tmp_path / "out.csv"
+    write(path, "csv", rows)
+    previous = csv.field_size_limit(128 * 1024)  # as a fresh process has it
+    try:
+        assert reopen(path, "csv") == rows
+    finally:
+        csv.field_size_limit(previous)

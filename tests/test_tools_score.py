@@ -155,20 +155,66 @@ def test_resume_trims_token_file(tmp_path, tiny_bert_dir, bert_scorers):
     assert len(token_rows) == sum(int(r["n_tokens"]) for r in rows) > n_first
 
 
-def test_tokens_added_on_resume_get_a_header(tmp_path, tiny_bert_dir, bert_scorers):
+def test_tokens_added_on_resume_cover_the_whole_output(tmp_path, tiny_bert_dir, bert_scorers):
+    """The sentences an earlier run wrote without --tokens are scored again for their token
+    rows; their sentence rows stay as they were."""
     out, tokens = tmp_path / "s.csv", tmp_path / "t.csv"
-    score_file(_sentences()[:1], tiny_bert_dir, out, scorers=bert_scorers, progress=False)
-    score_file(
-        _sentences()[:2],
+    score_file(_sentences()[:2], tiny_bert_dir, out, scorers=bert_scorers, progress=False)
+    first = out.read_text()
+    n = score_file(
+        _sentences()[:3],
         tiny_bert_dir,
         out,
         token_output=tokens,
         scorers=bert_scorers,
         progress=False,
     )
+    assert n == 3
+    rows = list(csv.DictReader(out.open()))
+    assert out.read_text().startswith(first) and [r["id"] for r in rows] == ["0", "1", "2"]
     token_rows = list(csv.DictReader(tokens.open()))
-    assert {r["id"] for r in token_rows} == {"1"}
     assert list(token_rows[0])[:3] == ["id", "token_index", "token"]
+    for row in rows:
+        mine = [t for t in token_rows if t["id"] == row["id"]]
+        assert len(mine) == int(row["n_tokens"])
+        total = math.fsum(float(t["lp_word_l2r"]) for t in mine)
+        assert total == pytest.approx(float(row["pll_word_l2r"]), abs=1e-4)
+    again = score_file(
+        _sentences()[:3], tiny_bert_dir, out, token_output=tokens, scorers=bert_scorers
+    )
+    assert again == 0
+
+
+@pytest.mark.parametrize(
+    ("output", "tokens", "message"),
+    [
+        ("s.jsonl.gz", None, "drop the compression suffix"),
+        ("s.tsv", None, "outputs are .csv or .jsonl, not tsv"),
+        ("s.csv", "t.jsonl", "the token file is CSV"),
+        ("s.csv", "t.csv.gz", "--tokens .*drop the compression suffix"),
+    ],
+)
+def test_an_output_name_that_says_another_format_is_refused(
+    tmp_path, tiny_bert_dir, bert_scorers, output, tokens, message
+):
+    with pytest.raises(ValueError, match=message):
+        score_file(
+            _sentences(),
+            tiny_bert_dir,
+            tmp_path / output,
+            token_output=tmp_path / tokens if tokens else None,
+            scorers=bert_scorers,
+        )
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_no_sentences_or_another_inputs_output_are_refused(tmp_path, tiny_bert_dir, bert_scorers):
+    out = tmp_path / "s.csv"
+    with pytest.raises(ValueError, match="no sentences to score"):
+        score_file([], tiny_bert_dir, out, scorers=bert_scorers)
+    score_file(_sentences(), tiny_bert_dir, out, scorers=bert_scorers, progress=False)
+    with pytest.raises(ValueError, match="holds 2 sentences that this input does not have"):
+        score_file(_sentences()[:2], tiny_bert_dir, out, scorers=bert_scorers)
 
 
 def test_cli_score_stdin_and_file(tmp_path, tiny_bert_dir, capsys, monkeypatch):

@@ -19,7 +19,15 @@ def pyplot() -> Any:
 
 
 def save_figure(fig: Any, path: str | Path, dpi: int = 150) -> Path:
+    """Save ``fig`` and return the file written: matplotlib adds ``.png`` to a name without
+    a suffix, and the path reported must be that file."""
     path = Path(path)
+    if path.is_dir():
+        raise ValueError(
+            f"{path} is a folder; give the plot a file name, e.g. {path / 'plot.png'}."
+        )
+    if not path.suffix:
+        path = path.with_name(path.name + ".png")
     path.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(path, dpi=dpi, bbox_inches="tight")
     pyplot().close(fig)

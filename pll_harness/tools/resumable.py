@@ -17,6 +17,7 @@ import csv
 import io
 import json
 import os
+import sys
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any, BinaryIO
@@ -27,6 +28,12 @@ ENCODING = "utf-8"
 ERRORS = "surrogateescape"
 """Undecodable bytes (a UTF-8 sequence cut in two) survive decoding and re-encoding, so
 character offsets map back to byte offsets exactly."""
+
+
+def lift_csv_field_limit() -> None:
+    """Let the csv module read fields of any length: its default limit (128 KiB) would stop
+    a long text in an input, and in an output make resuming take the row for damage."""
+    csv.field_size_limit(min(sys.maxsize, 2**31 - 1))  # the C long of every platform
 
 
 class DamagedOutput(ValueError):
@@ -182,6 +189,7 @@ def _whole_csv_rows(text: str) -> tuple[list[list[str]], list[int]]:
     rows: list[list[str]] = []
     ends: list[int] = []
     end = 0
+    lift_csv_field_limit()
     reader = csv.reader(io.StringIO(text, newline=""), strict=True)
     while True:
         try:

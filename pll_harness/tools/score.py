@@ -115,6 +115,7 @@ class _Output:
         self.main: RecordFile | None = None
         self.tokens: RecordFile | None = None
         self.done: dict[str, str] = {}
+        self.missing_tokens: set[str] = set()
         if path is None:
             if fmt == "csv":
                 self._print(csv_text(columns, [], header=True))
@@ -134,30 +135,36 @@ class _Output:
     def _match_tokens(self) -> None:
         """Keep the token rows of the sentences the main file holds (a run stopped between
         the two writes leaves rows of a sentence it never finished); refuse token rows that
-        do not match their sentence."""
+        do not match their sentence.  Sentences that have no token rows at all were written
+        by a run without ``--tokens``: they are ``missing_tokens``, to be scored again for
+        their token rows alone, so that the token file covers the whole output."""
         assert self.main is not None and self.tokens is not None
-        n_tokens = {str(r["id"]): r["n_tokens"] for r in self.main.records}
+        n_tokens = {str(r["id"]): str(r["n_tokens"]) for r in self.main.records}
         kept = [r for r in self.tokens.records if r["id"] in n_tokens]
-        indices: dict[str, list[str]] = {}
+        indices: dict[str, list[str]] = {ident: [] for ident in n_tokens}
         for row in kept:
-            indices.setdefault(row["id"], []).append(row["token_index"])
+            indices[row["id"]].append(row["token_index"])
         for ident, found in indices.items():
-            count = str(n_tokens[ident])
-            if not count.isdigit() or found != [str(i) for i in range(int(count))]:
+            count = n_tokens[ident]
+            if count.isdigit() and not found and count != "0":
+                self.missing_tokens.add(ident)
+            elif not count.isdigit() or found != [str(i) for i in range(int(count))]:
                 raise DamagedOutput(
                     f"{self.tokens.path} does not match {self.main.path}: sentence {ident} "
-                    f"has {len(found)} token rows for {n_tokens[ident]} tokens. Use "
-                    "--overwrite or other output files."
+                    f"has {len(found)} token rows for {count} tokens. Use --overwrite or "
+                    "other output files."
                 )
         if len(kept) != len(self.tokens.records):
             self.tokens.replace(kept)
 
     def write(self, records: list[dict[str, Any]]) -> None:
-        """Tokens first: a sentence row is only ever written after its token rows."""
+        """Tokens first: a sentence row is only ever written after its token rows.  A
+        sentence scored again for its missing token rows keeps its earlier row."""
         if self.tokens is not None:
             self.tokens.append([{"id": r["id"], **t} for r in records for t in r["tokens"]])
+            self.missing_tokens.difference_update(r["id"] for r in records)
         if self.main is not None:
-            self.main.append(records)
+            self.main.append([r for r in records if r["id"] not in self.done])
         elif self.fmt == "csv":
             self._print(csv_text(self.columns, records, header=False))
         else:
@@ -174,14 +181,29 @@ class _Output:
                 record_file.close()
 
 
-def _output_format(path: str | None, explicit: str | None) -> str:
+OUTPUT_FORMATS = ("csv", "jsonl")
+
+
+def _output_format(path: str | None, explicit: str | None, what: str = "--output") -> str:
+    """The format of an output file: ``explicit``, else what its name says (csv when it
+    says nothing).  A name that says another format (``.tsv``, ``.parquet``) or a
+    compression is refused rather than written over with something else: records are
+    appended chunk by chunk, which compressed files do not allow."""
     if explicit:
-        if explicit not in ("csv", "jsonl"):
+        if explicit not in OUTPUT_FORMATS:
             raise ValueError(f"Unknown output format {explicit!r}: use csv or jsonl.")
         return explicit
-    if path and format_from_name(path, compressions=()) == "jsonl":
-        return "jsonl"
-    return "csv"
+    if not path:
+        return "csv"
+    named = format_from_name(path)
+    if format_from_name(path, compressions=()) != named:
+        raise ValueError(
+            f"{what} {path}: output is written uncompressed (it is appended to chunk by chunk); "
+            "drop the compression suffix and compress the file when the run is done."
+        )
+    if named is not None and named not in OUTPUT_FORMATS:
+        raise ValueError(f"{what} {path}: outputs are .csv or .jsonl, not {named}.")
+    return named or "csv"
 
 
 def score_file(
@@ -202,7 +224,9 @@ def score_file(
     causal_scorer: CausalScorer | None = None,
 ) -> int:
     """Score ``sentences`` and write them to ``output`` (stdout when None); return how many
-    sentences this call scored (those already in ``output`` are skipped).
+    sentences this call scored (those already in ``output`` are skipped, unless
+    ``token_output`` lacks their token rows: those are scored again for the token file, whose
+    sums can then differ from their earlier rows by float rounding, about 1e-6).
 
     CSV output has one row per sentence; ``token_output`` adds a per-token CSV (one row per
     token, all metrics side by side).  JSONL output puts the tokens inside each line.
@@ -222,6 +246,10 @@ def score_file(
         raise ValueError("token_output goes with CSV output; JSONL lines already hold tokens.")
     if output is None and token_output is not None:
         raise ValueError("token_output needs an output file.")
+    if token_output is not None and _output_format(str(token_output), None, "--tokens") != "csv":
+        raise ValueError(f"--tokens {token_output}: the token file is CSV; name it .csv.")
+    if not sentences:
+        raise ValueError("There are no sentences to score: the input holds none.")
     ids = [s.id for s in sentences]
     if len(set(ids)) != len(ids):
         raise ValueError("Sentence ids are not unique; pick another id column.")
@@ -243,7 +271,16 @@ def score_file(
                         f"({seen!r}); it was written for another input. Use --overwrite or "
                         "another output file."
                     )
-            todo = [s for s in sentences if s.id not in writer.done]
+            foreign = writer.done.keys() - set(ids)
+            if foreign:
+                raise ValueError(
+                    f"{output} holds {len(foreign)} sentences that this input does not have "
+                    f"(e.g. id {min(foreign)}); it was written for another "
+                    "input. Use --overwrite or another output file."
+                )
+            todo = [
+                s for s in sentences if s.id not in writer.done or s.id in writer.missing_tokens
+            ]
             if not todo:
                 return 0
             scorers = scorers or MLMScorers(

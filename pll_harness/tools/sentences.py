@@ -8,9 +8,12 @@ import gzip
 import io
 import json
 import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 
 from pll_harness.file_formats import format_from_name
+from pll_harness.tools.resumable import lift_csv_field_limit
 
 TEXT_COLUMNS = ("sentence", "text", "sent", "sentences")
 INPUT_FORMATS = ("txt", "csv", "tsv", "jsonl")
@@ -36,11 +39,29 @@ def detect_format(path: str | None, explicit: str | None = None) -> str:
 
 
 def _open_text(path: str) -> io.TextIOBase:
+    """UTF-8 text, a byte-order mark (what spreadsheet programs write) dropped, so that it
+    becomes neither part of the first sentence nor of the first column's name."""
     if path == "-":
+        reconfigure = getattr(sys.stdin, "reconfigure", None)  # absent on stand-ins
+        if reconfigure is not None:
+            reconfigure(encoding="utf-8-sig")
         return sys.stdin  # type: ignore[return-value]
     if path.endswith(".gz"):
-        return gzip.open(path, "rt", encoding="utf-8")  # type: ignore[return-value]
-    return open(path, encoding="utf-8", newline="")
+        return gzip.open(path, "rt", encoding="utf-8-sig", newline="")  # type: ignore[return-value]
+    return open(path, encoding="utf-8-sig", newline="")
+
+
+@contextmanager
+def _reading(path: str) -> Iterator[io.TextIOBase]:
+    """``path`` opened as text; a file that is not UTF-8 stops with what to do."""
+    try:
+        with _open_text(path) as handle:
+            yield handle
+    except UnicodeDecodeError as error:
+        raise ValueError(
+            f"{path} is not UTF-8 text ({error.reason} at byte {error.start}). Save it as "
+            "UTF-8 and try again."
+        ) from None
 
 
 def read_sentences(
@@ -55,7 +76,13 @@ def read_sentences(
     sentence's 0-based position among the sentences read."""
     fmt = detect_format(path, fmt)
     if fmt == "txt":
-        with _open_text(path) as handle:
+        if column is not None or id_column is not None:
+            raise ValueError(
+                f"{path} is read as plain text, one sentence per line (its name does not end "
+                "in .csv, .tsv or .jsonl), so --column and --id-column do not apply. Pass "
+                "--input-format csv, tsv or jsonl to read it as a table."
+            )
+        with _reading(path) as handle:
             texts = [line.strip() for line in handle]
         return [Sentence(str(i), t) for i, t in enumerate(t for t in texts if t)]
     rows = read_rows(path, fmt)
@@ -80,10 +107,28 @@ def read_rows(path: str, fmt: str | None = None) -> list[dict]:
     fmt = detect_format(path, fmt)
     if fmt not in ("csv", "tsv", "jsonl"):
         raise ValueError(f"{path}: a table is needed (.csv, .tsv or .jsonl), not {fmt}.")
-    with _open_text(path) as handle:
+    with _reading(path) as handle:
         if fmt == "jsonl":
-            return [json.loads(line) for line in handle if line.strip()]
+            return [
+                _json_record(path, number, line)
+                for number, line in enumerate(handle, 1)
+                if line.strip()
+            ]
+        lift_csv_field_limit()
         return list(csv.DictReader(handle, delimiter="," if fmt == "csv" else "\t"))
+
+
+def _json_record(path: str, number: int, line: str) -> dict:
+    try:
+        record = json.loads(line)
+    except json.JSONDecodeError as error:
+        raise ValueError(
+            f"{path}: line {number} is not JSON ({error.msg}, column {error.colno}); a JSONL "
+            "file holds one JSON object per line."
+        ) from None
+    if not isinstance(record, dict):
+        raise ValueError(f"{path}: line {number} is not a JSON object with named fields.")
+    return record
 
 
 def _pick_column(fields: list[str], column: str | None, path: str) -> str:
