@@ -8,6 +8,7 @@ from __future__ import annotations
 import csv
 import json
 import math
+import re
 from pathlib import Path
 
 import lm_eval
@@ -32,7 +33,13 @@ PHENOMENA = ["anaphor_agreement", "ellipsis", "island_effects"]
 
 
 def _result(
-    folder: Path, name: str, model: str, args, scores: dict[str, float], date: float = 1.0
+    folder: Path,
+    name: str,
+    model: str,
+    args,
+    scores: dict[str, float],
+    date: float = 1.0,
+    limit: float | None = None,
 ) -> Path:
     results = {
         task: {
@@ -47,7 +54,13 @@ def _result(
     data = {
         "results": results,
         "groups": {k: v for k, v in results.items() if "_" not in k.removeprefix("blimp_pll")},
-        "config": {"model": model, "model_args": args, "batch_size": 1, "device": "cpu"},
+        "config": {
+            "model": model,
+            "model_args": args,
+            "batch_size": 1,
+            "device": "cpu",
+            "limit": limit,
+        },
         "model_name": "ignored",
         "date": date,
     }
@@ -200,16 +213,131 @@ def test_cli_compare_and_errors(results_dir, tmp_path, capsys):
     assert main(["compare", str(tmp_path / "missing.json")]) == 1
 
 
+def test_rows_are_keyed_by_checkpoint_and_scoring_settings(tmp_path, capsys):
+    folder = tmp_path / "res2"
+    run1 = {"pretrained": "/ckpt/run1/final", "pll_metric": "original"}
+    _result(folder, "a", "pll-mlm", run1, {"blimp_pll": 0.9})
+    _result(folder, "b", "pll-mlm", {**run1, "pretrained": "/ckpt/run2/final"}, {"blimp_pll": 0.1})
+    # the same checkpoint in another dtype is another row; dtype=auto written out, a batch
+    # size, a device or a trailing slash are not, so "d" joins "a"
+    _result(folder, "c", "pll-mlm", {**run1, "dtype": "float16"}, {"blimp_pll": 0.85})
+    _result(
+        folder,
+        "d",
+        "pll-mlm",
+        "pretrained=/ckpt/run1/final/,pll_metric=original,dtype=auto,batch_size=64,device=cuda",
+        {"eventsadapt_pll": 0.7},
+        date=2.0,
+    )
+    # a hub name and a local folder of the same name
+    _result(folder, "e", "hf", {"pretrained": "gpt2"}, {"blimp_pll": 0.5})
+    _result(folder, "f", "hf", {"pretrained": "/models/gpt2"}, {"blimp_pll": 0.6})
+    board = build_leaderboard(load_runs([folder]))
+    board.write_csv(tmp_path / "leaderboard.csv")
+    assert sorted(r.label for r in board.runs) == [
+        "gpt2 (hf)",
+        "models/gpt2 (hf)",
+        "run1/final (original, dtype=auto)",
+        "run1/final (original, dtype=float16)",
+        "run2/final (original)",
+    ]
+    rows = {r["model"]: r for r in csv.DictReader((tmp_path / "leaderboard.csv").open())}
+    run2 = rows["run2/final (original)"]
+    assert (run2["pretrained"], run2["blimp_pll"]) == ("/ckpt/run2/final", "0.1")
+    merged = rows["run1/final (original, dtype=auto)"]
+    assert (merged["pretrained"], merged["blimp_pll"], merged["eventsadapt_pll"]) == (
+        "/ckpt/run1/final",
+        "0.9",
+        "0.7",
+    )
+    assert merged["settings"] == "dtype=auto,pll_metric=original"
+    assert rows["run1/final (original, dtype=float16)"]["blimp_pll"] == "0.85"
+    assert rows["models/gpt2 (hf)"]["pretrained"] == "/models/gpt2"
+    assert "warning" not in capsys.readouterr().err
+
+
+def test_one_task_twice_in_a_row_warns_and_the_newer_file_wins(tmp_path, capsys):
+    folder = tmp_path / "results"
+    scores = {"blimp_pll": 0.8, "blimp_pll_ellipsis": 0.7}
+    old = _result(folder, "z-first", "hf", {"pretrained": "gpt2"}, scores, date=1.0)
+    # the path sorts first, the date says it is newer; blimp_pll_ellipsis agrees
+    new = _result(
+        folder, "a-again", "hf", {"pretrained": "gpt2"}, {**scores, "blimp_pll": 0.82}, 2.0
+    )
+    (run,) = load_runs([folder])
+    assert run.scores["blimp_pll"]["acc"] == 0.82 and len(run.files) == 2
+    err = capsys.readouterr().err
+    assert f"gpt2 (hf): {old} and {new} both report blimp_pll with different values" in err
+    assert "acc 0.8 vs 0.82" in err and f"using {new} (the newer by the results' date)" in err
+    assert "ellipsis" not in err and err.count("warning") == 1
+
+
+def test_limited_runs_are_marked_and_never_merged_with_full_ones(tmp_path):
+    folder = tmp_path / "results"
+    _result(folder, "full", "hf", {"pretrained": "gpt2"}, {"blimp_pll": 0.8})
+    # lm-eval's command line stores --limit 20 as 20.0
+    _result(folder, "quick", "hf", {"pretrained": "gpt2"}, {"blimp_pll": 0.95}, 2.0, limit=20.0)
+    board = build_leaderboard(load_runs([folder]))
+    assert [r.label for r in board.runs] == ["gpt2 (hf)", "gpt2 (hf, limit=20)"]
+    assert board.matrix() == [[0.8], [0.95]]
+    markdown = board.to_markdown()
+    assert "| gpt2 (hf, limit=20) | **95.0** |" in markdown
+    assert "limit=N: run with lm-eval's --limit" in markdown
+    board.write_csv(tmp_path / "leaderboard.csv")
+    rows = list(csv.DictReader((tmp_path / "leaderboard.csv").open()))
+    assert [(r["limit"], r["blimp_pll"]) for r in rows] == [("", "0.8"), ("20", "0.95")]
+
+
+def test_best_is_judged_at_the_precision_shown(tmp_path):
+    folder = tmp_path / "results"
+    for name, acc, preferred in (
+        ("a", 0.325, 0.4),
+        ("b", 0.32499999999999996, 0.6),  # both show 32.5; 40 and 60 are as close to 50
+        ("c", 0.3, 0.7),
+    ):
+        path = folder / name / "results_1.json"
+        path.parent.mkdir(parents=True)
+        results = {
+            "my_agreement": {"acc,none": acc},
+            "my_stereo": {"first_preferred,none": preferred},
+        }
+        config = {"model": "hf", "model_args": f"pretrained={name}"}
+        path.write_text(json.dumps({"results": results, "config": config, "date": 1.0}))
+    markdown = build_leaderboard(load_runs([folder])).to_markdown()
+    assert "| a (hf) | **32.5** | **40.0** |" in markdown
+    assert "| b (hf) | **32.5** | **60.0** |" in markdown
+    assert "| c (hf) | 30.0 | 70.0 |" in markdown
+
+
+def test_a_broken_result_file_is_named(results_dir, tmp_path, capsys):
+    broken = results_dir / "killed" / "results_3.0.json"
+    broken.parent.mkdir()
+    broken.write_text('{"results":\n')
+    with pytest.raises(ValueError, match=re.escape(f"{broken} is not valid JSON")):
+        load_runs([results_dir])
+    assert main(["compare", str(results_dir), "-o", str(tmp_path / "lb")]) == 1
+    err = capsys.readouterr().err
+    assert str(broken) in err and "cut short" in err and "Expecting value" in err
+    assert not (tmp_path / "lb").exists()
+
+
 # ------------------------------------------------------------- real lm-eval result files
 
 
 def _run_and_save(
-    folder: Path, tm: TaskManager, tasks: list[str], score, model: str, args: str, date: float
+    folder: Path,
+    tm: TaskManager,
+    tasks: list[str],
+    score,
+    model: str,
+    args: str,
+    date: float,
+    limit: int | None = 2,
 ) -> Path:
     """Run ``tasks`` with a scripted model through lm-eval and save its result file the way
     ``lm_eval --output_path`` does (the model's name and arguments stand in for a real one)."""
     out = lm_eval.simple_evaluate(
-        model=ScriptedLM(score), tasks=tasks, task_manager=tm, limit=2, bootstrap_iters=0
+        model=ScriptedLM(score), tasks=tasks, task_manager=tm, limit=limit, bootstrap_iters=0
     )
     assert out is not None
     out.pop("samples", None)
@@ -239,7 +367,8 @@ def test_leaderboard_of_two_runs_of_the_new_benchmarks(tmp_path: Path) -> None:
     _run_and_save(folder, tm, tasks, half_right, "pll-mlm", "pretrained=m,pll_metric=word_l2r", 2.0)
     board = compare([folder], tmp_path / "out")
 
-    assert [r.label for r in board.runs] == ["m (original)", "m (word_l2r)"]
+    # lm-eval records --limit in the file, and the rows say so
+    assert [r.label for r in board.runs] == ["m (original, limit=2)", "m (word_l2r, limit=2)"]
     headers = [c.header for c in board.columns]
     assert headers[:2] == ["CrowS-Pairs", "CP race"]
     assert [h for h in headers if h.startswith("CLAMS")] == [
@@ -260,13 +389,16 @@ def test_leaderboard_of_two_runs_of_the_new_benchmarks(tmp_path: Path) -> None:
 
     lines = (tmp_path / "out" / "leaderboard.md").read_text().splitlines()
     row = {line.split(" | ")[0].removeprefix("| "): line.split(" | ")[1:] for line in lines[2:4]}
+    original, word_l2r = row["m (original, limit=2)"], row["m (word_l2r, limit=2)"]
     # CrowS-Pairs: no preference (50) is the best; CLAMS and Zorro: higher is better.
-    assert row["m (word_l2r)"][0] == "**50.0**" and row["m (original)"][0] == "100.0"
-    assert row["m (original)"][10] == "**100.0**" and row["m (word_l2r)"][10] == "50.0"
+    assert word_l2r[0] == "**50.0**" and original[0] == "100.0"
+    assert original[10] == "**100.0**" and word_l2r[10] == "50.0"
     note = lines[-1]
     assert "pct_stereotype" in note and "CLAMS is the mean" in note and "Zorro is the mean" in note
+    assert "limit=N: run with lm-eval's --limit" in note
     header = next(csv.reader((tmp_path / "out" / "leaderboard.csv").open()))
-    assert header[4:6] == [
+    assert header[4:6] == ["limit", "settings"]
+    assert header[6:8] == [
         "crows_pairs_pll:pct_stereotype",
         "crows_pairs_pll_race_color:pct_stereotype",
     ]
@@ -301,8 +433,9 @@ def test_leaderboard_of_two_runs_of_a_users_own_tasks(tmp_path: Path) -> None:
     tm = TaskManager(include_defaults=False, include_path=[str(tasks_dir)])
     folder = tmp_path / "runs"
     tasks = ["my_agreement", "my_stereo"]
-    _run_and_save(folder, tm, tasks, right, "hf", "pretrained=gpt-a", 1.0)
-    _run_and_save(folder, tm, tasks, half_right, "hf", "pretrained=gpt-b", 2.0)
+    # full runs (limit=None: each task has two items), so the third file joins gpt-a's row
+    _run_and_save(folder, tm, tasks, right, "hf", "pretrained=gpt-a", 1.0, limit=None)
+    _run_and_save(folder, tm, tasks, half_right, "hf", "pretrained=gpt-b", 2.0, limit=None)
     # A third file: lm-eval's own tasks, a group (one column, not one per member) and a task
     # without any accuracy-like metric.
     third = folder / "gpt-a-more" / "results_3.0.json"

@@ -6,9 +6,15 @@ row per model).  The benchmarks this package ships keep their structured layout,
 :mod:`pll_harness.tasks.catalog`: BLiMP overall and by phenomenon as in Table 3 of Kauf &
 Ivanova (2023), EventsAdapt by trial type and voice, CrowS-Pairs by bias type, CLAMS by
 language, Zorro by phenomenon.  Any other task or group that was asked for (a user's own
-pairs, or one of lm-eval's) and reports an accuracy-like metric gets a plain column.  Runs
-of the same model and metric in several files are merged (the newer file wins where they
-overlap).
+pairs, or one of lm-eval's) and reports an accuracy-like metric gets a plain column.
+
+A row is one way of scoring: the model type, the checkpoint and every model argument that
+changes the numbers (PLL metric, dtype, revision, ...), and lm-eval's ``--limit``.  Files
+that agree on all of these are merged into one row (two runs covering different tasks);
+files that differ in any of them never are, because a row that showed one file's checkpoint
+beside another's numbers would be silently wrong.  Where merged files both report a task
+with different values, the newer (by the results' ``date``) is used and a warning on
+standard error names both files.
 """
 
 from __future__ import annotations
@@ -16,9 +22,10 @@ from __future__ import annotations
 import csv
 import json
 import math
+import sys
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 from typing import Any
 
 from pll_harness.metrics import DEFAULT_METRIC, PLL_METRICS
@@ -45,24 +52,65 @@ HEADLINE = "acc"
 ALIASES: dict[str, str] = {k: v for b in BENCHMARKS for k, v in b.aliases.items()}
 """Tasks that report the same number as another column (both EventsAdapt views)."""
 
+NON_SCORING_ARGS = frozenset(
+    {
+        "batch_size",
+        "max_batch_size",
+        "max_batch_tokens",
+        "device",
+        "device_map",
+        "parallelize",
+        "max_memory_per_gpu",
+        "max_cpu_memory",
+        "offload_folder",
+        "trust_remote_code",
+        "token_log",
+        "token_log_mode",
+    }
+)
+"""``model_args`` that decide where and in what pieces a run is scored, not what it scores
+(batch sizes change float rounding only): runs that differ only in these share a row."""
+
+DEFAULT_ARGS: dict[str, dict[str, str]] = {
+    "pll-mlm": {"pll_metric": DEFAULT_METRIC, "dtype": "auto"},
+    "hf": {"dtype": "auto"},
+}
+"""What a model type takes for an argument left out, so that leaving out ``dtype=auto``
+and writing it is one row rather than two."""
+
 
 @dataclass
 class ModelRun:
-    """One leaderboard row: a model (and PLL metric) with every numeric task metric."""
+    """One leaderboard row: a model scored one way, with every numeric task metric."""
 
     label: str
     model_type: str
     pretrained: str
     pll_metric: str | None
+    settings: dict[str, str] = field(default_factory=dict)
+    """The ``model_args`` that change scores (all but :data:`NON_SCORING_ARGS`), defaults
+    filled in; ``pretrained`` is its own field."""
+    limit: str | None = None
+    """lm-eval's ``--limit`` (items per task, or a share below 1); None for a full run."""
     scores: dict[str, dict[str, float]] = field(default_factory=dict)
     """task -> metric (``acc``, ``score_diff``, ...) -> value."""
     members: set[str] = field(default_factory=set)
     """Tasks reported as part of a group of the same file (lm-eval's ``group_subtasks``)."""
     files: list[str] = field(default_factory=list)
 
+    @property
+    def key(self) -> tuple[Any, ...]:
+        """What must agree for two result files to be one row."""
+        return (
+            self.model_type,
+            self.pretrained.rstrip("/") or self.pretrained,
+            tuple(sorted(self.settings.items())),
+            self.limit,
+        )
+
     def sort_key(self) -> tuple[Any, ...]:
         metric = PLL_METRICS.index(self.pll_metric) if self.pll_metric in PLL_METRICS else 99
-        return (self.pretrained, metric, self.label)
+        return (self.pretrained, metric, self.limit is not None, self.label)
 
 
 @dataclass(frozen=True)
@@ -105,17 +153,41 @@ def _model_args(config: dict[str, Any]) -> dict[str, str]:
     return {str(k): str(v) for k, v in args.items()}
 
 
-def describe_run(data: dict[str, Any]) -> tuple[str, str, str, str | None]:
-    """(label, model type, pretrained, PLL metric or None) of one lm-eval result file."""
+def _limit(config: dict[str, Any]) -> str | None:
+    """lm-eval's ``--limit`` as written (its command line stores ``20`` as ``20.0``)."""
+    limit = config.get("limit")
+    if limit is None:
+        return None
+    if isinstance(limit, float) and limit.is_integer():
+        return str(int(limit))
+    return str(limit)
+
+
+def _label(name: str, kind: str, extras: Sequence[str], limit: str | None) -> str:
+    details = [kind, *extras, *([f"limit={limit}"] if limit is not None else [])]
+    return f"{name} ({', '.join(details)})"
+
+
+def _new_run(data: dict[str, Any]) -> ModelRun:
+    """An empty row for one result file, labelled by its model's short name alone."""
     config = data.get("config") or {}
     model_type = str(config.get("model") or "unknown")
     args = _model_args(config)
-    pretrained = args.get("pretrained") or args.get("model") or data.get("model_name") or "?"
-    name = short_model_name(str(pretrained))
-    if model_type == "pll-mlm":
-        metric = args.get("pll_metric", DEFAULT_METRIC)
-        return f"{name} ({metric})", model_type, str(pretrained), metric
-    return f"{name} ({model_type})", model_type, str(pretrained), None
+    pretrained = str(args.get("pretrained") or args.get("model") or data.get("model_name") or "?")
+    settings = DEFAULT_ARGS.get(model_type, {}) | {
+        k: v for k, v in args.items() if k not in NON_SCORING_ARGS and k != "pretrained"
+    }
+    metric = settings["pll_metric"] if model_type == "pll-mlm" else None
+    limit = _limit(config)
+    label = _label(short_model_name(pretrained), metric or model_type, (), limit)
+    return ModelRun(label, model_type, pretrained, metric, settings, limit)
+
+
+def describe_run(data: dict[str, Any]) -> tuple[str, str, str, str | None]:
+    """(label, model type, pretrained, PLL metric or None) of one lm-eval result file; the
+    label is the one it gets where no other row shares its model's short name."""
+    run = _new_run(data)
+    return run.label, run.model_type, run.pretrained, run.pll_metric
 
 
 def _numbers(values: dict[str, Any]) -> dict[str, float]:
@@ -128,26 +200,127 @@ def _numbers(values: dict[str, Any]) -> dict[str, float]:
     return numbers
 
 
+def _read_result_file(path: Path) -> dict[str, Any]:
+    """One result file's JSON, or an error that names the file: among a folder of runs, a
+    bare JSON error would not say which one is cut short."""
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except ValueError as error:  # JSONDecodeError and UnicodeDecodeError
+        raise ValueError(
+            f"{path} is not valid JSON ({error}); a run killed or still writing leaves its "
+            "result file cut short. Re-run it, or move the file out of the way."
+        ) from error
+    if not isinstance(data, dict) or "results" not in data:
+        raise ValueError(f"{path} is not an lm-eval result file (no 'results' key).")
+    return data
+
+
+def _differing(old: dict[str, float], new: dict[str, float]) -> str | None:
+    """The first metric both report with different values, as ``acc 0.9 vs 0.1``."""
+    for metric, a in old.items():
+        b = new.get(metric, a)
+        same = math.isclose(a, b, rel_tol=1e-9, abs_tol=1e-12) or (math.isnan(a) and math.isnan(b))
+        if not same:
+            return f"{metric} {a!r} vs {b!r}"
+    return None
+
+
+def _tail(pretrained: str, depth: int) -> str:
+    """The last ``depth`` components of a checkpoint path; the whole name once that is all."""
+    parts = PurePosixPath(pretrained).parts
+    if depth >= len(parts):
+        return pretrained.rstrip("/") or pretrained
+    return "/".join(parts[-depth:])
+
+
+def _assign_labels(runs: Sequence[ModelRun]) -> None:
+    """Unique labels, as short as they can be: rows whose checkpoints share a folder name
+    show more of their paths (``run1/final``, ``run2/final``), and rows of one checkpoint
+    scored differently name the settings in which they differ (``dtype=float16``)."""
+    depth = [len(PurePosixPath(short_model_name(r.pretrained)).parts) for r in runs]
+
+    def same_label() -> list[list[int]]:
+        groups: dict[str, list[int]] = {}
+        for i, run in enumerate(runs):
+            name = _tail(run.pretrained, depth[i])
+            kind = run.pll_metric or run.model_type
+            groups.setdefault(_label(name, kind, (), run.limit), []).append(i)
+        return list(groups.values())
+
+    while longer := [
+        i
+        for group in same_label()
+        if len({runs[i].key[1] for i in group}) > 1
+        for i in group
+        if _tail(runs[i].pretrained, depth[i]) != _tail(runs[i].pretrained, depth[i] + 1)
+    ]:
+        for i in longer:
+            depth[i] += 1
+    for group in same_label():
+        settings = [runs[i].settings for i in group]
+        names = sorted({k for s in settings for k in s} - {"pll_metric"})
+        differing = [k for k in names if len({s.get(k) for s in settings}) > 1]
+        for i in group:
+            run = runs[i]
+            extras = [f"{k}={run.settings[k]}" for k in differing if k in run.settings]
+            kind = run.pll_metric or run.model_type
+            run.label = _label(_tail(run.pretrained, depth[i]), kind, extras, run.limit)
+
+
 def load_runs(paths: Iterable[str | Path]) -> list[ModelRun]:
-    """Read result files into leaderboard rows (one per model and PLL metric)."""
+    """Read result files into leaderboard rows, one per way of scoring (see the module's
+    docstring).
+
+    A file that is not valid JSON stops the whole comparison with an error naming it,
+    rather than being skipped: a skipped file would drop a model or a task from the
+    leaderboard without anyone noticing.
+    """
     files = find_result_files(paths)
     if not files:
         raise ValueError("No lm-eval result files (results_*.json) found.")
     loaded = []
     for path in files:
-        data = json.loads(Path(path).read_text(encoding="utf-8"))
-        if "results" not in data:
-            raise ValueError(f"{path} is not an lm-eval result file (no 'results' key).")
+        data = _read_result_file(Path(path))
         loaded.append((float(data.get("date") or 0.0), str(path), data))
-    runs: dict[str, ModelRun] = {}
-    for _, path, data in sorted(loaded, key=lambda item: (item[0], item[1])):
-        label, model_type, pretrained, pll_metric = describe_run(data)
-        run = runs.setdefault(label, ModelRun(label, model_type, pretrained, pll_metric))
+    runs: dict[tuple[Any, ...], ModelRun] = {}
+    source: dict[tuple[tuple[Any, ...], str], tuple[float, str, dict[str, float]]] = {}
+    conflicts: dict[tuple[tuple[Any, ...], str, str], list[tuple[str, str, float, float]]] = {}
+    for date, path, data in sorted(loaded, key=lambda item: (item[0], item[1])):
+        fresh = _new_run(data)
+        run = runs.setdefault(fresh.key, fresh)
         run.files.append(path)
         run.members.update(t for ts in (data.get("group_subtasks") or {}).values() for t in ts)
-        for task, values in data["results"].items():
-            run.scores.setdefault(ALIASES.get(task, task), {}).update(_numbers(values))
+        for name, values in data["results"].items():
+            task, numbers = ALIASES.get(name, name), _numbers(values)
+            before = source.get((run.key, task))
+            if before is not None and before[1] != path:
+                difference = _differing(before[2], numbers)
+                if difference is not None:
+                    where = (run.key, before[1], path)
+                    conflicts.setdefault(where, []).append((task, difference, before[0], date))
+            source[(run.key, task)] = (date, path, numbers)
+            run.scores.setdefault(task, {}).update(numbers)
+    _assign_labels(list(runs.values()))
+    for (key, old, new), tasks in conflicts.items():
+        _warn_conflict(runs[key].label, old, new, tasks)
     return sorted(runs.values(), key=ModelRun.sort_key)
+
+
+def _warn_conflict(
+    label: str, old: str, new: str, tasks: Sequence[tuple[str, str, float, float]]
+) -> None:
+    task, difference, old_date, new_date = tasks[0]
+    more = f" and {len(tasks) - 1} more task(s)" if len(tasks) > 1 else ""
+    why = (
+        "the newer by the results' date"
+        if new_date > old_date
+        else "both have the same date; the later path"
+    )
+    print(
+        f"pll-harness compare: warning: {label}: {old} and {new} both report {task}{more} "
+        f"with different values ({task}: {difference}); using {new} ({why}).",
+        file=sys.stderr,
+    )
 
 
 @dataclass
@@ -163,29 +336,39 @@ class Leaderboard:
     def matrix(self) -> list[list[float]]:
         return [[self.value(r, c) for c in self.columns] for r in self.runs]
 
+    @staticmethod
+    def _scale_and_digits(column: Column) -> tuple[float, int]:
+        return (100.0, 1) if column.share else (1.0, 2)
+
     def display(self, column: Column, value: float) -> str:
         if math.isnan(value):
             return "–"
-        return f"{100 * value:.1f}" if column.share else f"{value:.2f}"
+        scale, digits = self._scale_and_digits(column)
+        return f"{scale * value:.{digits}f}"
 
-    def best(self, column: Column, values: list[float]) -> float:
-        """Highest value; for a preference metric, the one closest to no preference."""
-        present = [v for v in values if not math.isnan(v)]
-        if not present:
-            return math.nan
-        if column.neutral is None:
-            return max(present)
-        return min(present, key=lambda v: abs(v - column.neutral))
+    def bold(self, column: Column, values: Sequence[float]) -> list[bool]:
+        """The best cells of a column (highest; for a preference metric, closest to no
+        preference on either side), judged at the precision shown: two runs that both
+        show 32.5 are both best, whatever float noise lies below that."""
+        scale, digits = self._scale_and_digits(column)
+
+        def merit(value: float) -> float:
+            shown = round(scale * value, digits)
+            if column.neutral is None:
+                return shown
+            return -round(abs(shown - round(scale * column.neutral, digits)), digits)
+
+        merits = [math.nan if math.isnan(v) else merit(v) for v in values]
+        top = max((m for m in merits if not math.isnan(m)), default=math.nan)
+        return [len(values) > 1 and m == top for m in merits]
 
     def to_markdown(self) -> str:
         matrix = self.matrix()
-        best = [self.best(c, [row[i] for row in matrix]) for i, c in enumerate(self.columns)]
+        bold = [self.bold(c, [row[i] for row in matrix]) for i, c in enumerate(self.columns)]
         rows = []
-        for run, values in zip(self.runs, matrix, strict=True):
+        for r, (run, values) in enumerate(zip(self.runs, matrix, strict=True)):
             cells = [
-                f"**{self.display(c, v)}**"
-                if not math.isnan(v) and v == best[i] and len(self.runs) > 1
-                else self.display(c, v)
+                f"**{self.display(c, v)}**" if bold[i][r] else self.display(c, v)
                 for i, (c, v) in enumerate(zip(self.columns, values, strict=True))
             ]
             rows.append([run.label, *cells])
@@ -206,6 +389,8 @@ class Leaderboard:
                     "model_type",
                     "pretrained",
                     "pll_metric",
+                    "limit",
+                    "settings",
                     *(self.csv_header(c) for c in self.columns),
                 ]
             )
@@ -216,6 +401,8 @@ class Leaderboard:
                         run.model_type,
                         run.pretrained,
                         run.pll_metric or "",
+                        run.limit or "",
+                        ",".join(f"{k}={v}" for k, v in sorted(run.settings.items())),
                         *("" if math.isnan(v) else repr(v) for v in values),
                     ]
                 )
@@ -229,8 +416,9 @@ class Leaderboard:
         scale = np.array([100.0 if c.share else 1.0 for c in self.columns])
         data = np.array(self.matrix(), dtype=float).reshape(len(self.runs), -1) * scale
         all_shares = all(c.share for c in self.columns)
+        labels = max(len(r.label) for r in self.runs)  # labels grow to tell rows apart
         fig, ax = plt.subplots(
-            figsize=(1.0 + 0.75 * len(self.columns), 1.2 + 0.45 * len(self.runs))
+            figsize=(1.5 + 0.06 * labels + 0.75 * len(self.columns), 1.2 + 0.45 * len(self.runs))
         )
         cmap = plt.get_cmap("viridis").with_extremes(bad="#eeeeee")
         finite = data[np.isfinite(data)]
@@ -312,7 +500,11 @@ def _plain_columns(runs: Sequence[ModelRun], metric: str) -> tuple[list[Column],
 
 
 def _notes(
-    columns: Sequence[Column], metric: str, shown: Sequence[Benchmark], skipped: Sequence[str]
+    runs: Sequence[ModelRun],
+    columns: Sequence[Column],
+    metric: str,
+    shown: Sequence[Benchmark],
+    skipped: Sequence[str],
 ) -> list[str]:
     used = ", ".join(dict.fromkeys(c.metric for c in columns))
     unit = " (% of pairs or items)" if all(c.share for c in columns) else ""
@@ -320,6 +512,11 @@ def _notes(
     if any(c.neutral is not None for c in columns):
         notes.append("Pair-preference columns: bold = closest to no preference.")
     notes += [f"{b.averaging}." for b in shown]
+    if any(r.limit is not None for r in runs):
+        notes.append(
+            "limit=N: run with lm-eval's --limit, each task on its first N items (below 1: "
+            "that share of them), so not comparable with full runs."
+        )
     if skipped:
         what = "accuracy-like metric" if metric == HEADLINE else metric
         notes.append(f"Not shown (no {what}): {', '.join(skipped)}.")
@@ -350,7 +547,7 @@ def build_leaderboard(
         raise ValueError(
             f"None of the result files has a task with {asked if metric == HEADLINE else metric}."
         )
-    return Leaderboard(list(runs), columns, metric, _notes(columns, metric, shown, skipped))
+    return Leaderboard(list(runs), columns, metric, _notes(runs, columns, metric, shown, skipped))
 
 
 def compare(
