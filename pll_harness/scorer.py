@@ -132,6 +132,10 @@ class PLLScorer:
         )
         self._vocabulary: list[str] | None = None
         self._warned_truncation = False
+        self._literal_specials = np.array(
+            sorted(set(tokenizer.all_special_ids) - {tokenizer.unk_token_id}), dtype=np.int64
+        )
+        self._warned_literal_specials = False
 
     @classmethod
     def from_pretrained(
@@ -196,7 +200,28 @@ class PLLScorer:
         keys = [index.setdefault(pair, len(index)) for pair in map(tuple, requests)]
         pairs = list(index)
         encodings = encode_requests(self.tokenizer, pairs)
+        self._warn_literal_specials(encodings)
         return keys, Jobs([continuation for _, continuation in pairs], encodings)
+
+    def _warn_literal_specials(self, encodings: Encodings) -> None:
+        """A special token's text inside a request (``[MASK]``, ``</s>``, ...) becomes that
+        token, as in lm-eval's ``hf`` model, minicons and the paper's code, so it is masked
+        and scored like a word, and a ``[SEP]`` ends the sentence for the model.  Said once:
+        such a score measures something else than the text."""
+        if self._warned_literal_specials or not self._literal_specials.size:
+            return
+        found = np.isin(encodings.ids, self._literal_specials)
+        if found.any():
+            token = self.tokenizer.convert_ids_to_tokens(int(encodings.ids[found.argmax()]))
+            logger.warning(
+                "%d tokens of the input are special tokens written out in the text (e.g. %r), "
+                "which the tokenizer turns into the special token itself: they are scored "
+                "like words and change what the model sees. Remove them from the text if that "
+                "is not what you mean. Further cases are not reported.",
+                int(found.sum()),
+                token,
+            )
+            self._warned_literal_specials = True
 
     def score_jobs(
         self,

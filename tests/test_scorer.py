@@ -269,3 +269,21 @@ def width_stand_in(hidden: int, intermediate: int, dtype: torch.dtype) -> torch.
 def test_cpu_token_budget_follows_activation_memory(hidden, intermediate, dtype, tokens):
     model = width_stand_in(hidden, intermediate, dtype)
     assert default_batch_tokens(model, torch.device("cpu")) == tokens
+
+
+@pytest.mark.parametrize("model_dir", ["tiny_bert_dir", "tiny_roberta_dir"])
+def test_special_tokens_written_in_the_text_are_reported_once(model_dir, request, caplog):
+    import logging
+
+    directory = request.getfixturevalue(model_dir)
+    scorer = PLLScorer.from_pretrained(directory, device="cpu")
+    mask = scorer.tokenizer.mask_token
+    with caplog.at_level(logging.WARNING):
+        scorer.score(["The cat sat on the mat.", "[UNK] and <unk> are words here."])
+    assert "special tokens written out" not in caplog.text
+    with caplog.at_level(logging.WARNING):
+        (scored,) = scorer.score([f"The cat {mask} on the mat."])
+        scorer.score([f"A dog {mask} again."])
+    assert mask in scored.tokens
+    assert caplog.text.count("special tokens written out in the text") == 1
+    assert repr(mask) in caplog.text
