@@ -1,16 +1,26 @@
-"""pll-harness crows-pairs: reading pairs, the paper's shared-token score per metric, and
-the share of pairs the more stereotyping sentence wins (known answers)."""
+"""pll-harness crows-pairs: reading pairs, the paper's shared-token score per metric, the
+share of pairs the more stereotyping sentence wins (known answers), and the per-pair output:
+checked before scoring, written as it goes, resumed after an interruption."""
 
 from __future__ import annotations
 
 import csv
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
 
 import pytest
 
+from pll_harness.file_lock import lock
 from pll_harness.scorer import PLLScorer
 from pll_harness.shared_tokens import score_shared_tokens
 from pll_harness.tools.cli import main
 from pll_harness.tools.crows_pairs import Pair, PairScores, read_pairs, score_pairs, summary
+from pll_harness.tools.models import MLMScorers
 
 PAIRS = [
     Pair("0", "The man is a nurse.", "The woman is a nurse.", "gender", "antistereo"),
@@ -78,3 +88,171 @@ def test_command_prints_the_table_and_writes_every_pair(tiny_bert_dir, tmp_path,
         rows = list(csv.DictReader(handle))
     assert [row["sent_more"] for row in rows] == [p.sent_more for p in PAIRS]
     assert {"more_original", "less_original"} <= set(rows[0])
+
+
+# --------------------------------------------------------------------------- checked first
+
+MORE_PAIRS = [
+    *PAIRS,
+    Pair("2", "Old people can't use phones.", "Young people can't use phones.", "age", "stereo"),
+    Pair("3", "She cried at the movie.", "He cried at the movie.", "gender", "stereo"),
+    Pair("4", "The rich man was kind.", "The poor man was kind.", "socioeconomic", "antistereo"),
+]
+
+
+def _write_pairs(path: Path, pairs: list[Pair]) -> Path:
+    with path.open("w", newline="") as handle:
+        writer = csv.writer(handle)
+        writer.writerow(["id", "sent_more", "sent_less", "bias_type", "stereo_antistereo"])
+        for p in pairs:
+            writer.writerow([p.id, p.sent_more, p.sent_less, p.bias_type, p.direction])
+    return path
+
+
+@pytest.fixture
+def no_model(monkeypatch):
+    """Loading a model fails the test: what it checks must be checked before."""
+
+    def loaded(*args, **kwargs):
+        raise AssertionError("the model was loaded")
+
+    monkeypatch.setattr(MLMScorers, "__init__", loaded)
+
+
+@pytest.mark.parametrize(
+    ("text", "name", "message"),
+    [
+        ("sent_more,sent_less\nWomen are bad.,Men are bad.\nPoor are lazy.,\n", "p.csv", "row 2"),
+        ("sent_more,sent_less\nWomen are bad.,Men are bad.\nPoor are lazy.\n", "p.csv", "row 2"),
+        ('{"sent_more": "A.", "sent_less": " "}\n', "p.jsonl", "row 1"),
+    ],
+    ids=["empty", "short-row", "blank-jsonl"],
+)
+def test_an_empty_or_missing_sentence_is_refused_before_the_model_loads(
+    tmp_path, capsys, no_model, text, name, message
+):
+    path = tmp_path / name
+    path.write_text(text)
+    with pytest.raises(ValueError, match=f"{message} has an empty 'sent_less'"):
+        read_pairs(str(path))
+    assert main(["crows-pairs", "-m", "some-model", "--pairs", str(path)]) == 1
+    assert f"{path}: {message} has an empty 'sent_less'" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(
+    ("name", "message"),
+    [
+        ("a-folder.csv", "Is a directory"),
+        ("a-file/scores.csv", "a-file"),
+        ("scores.tsv", "outputs are .csv or .jsonl, not tsv"),
+        ("scores.csv.gz", "drop the compression suffix"),
+    ],
+)
+def test_an_output_that_cannot_be_written_stops_before_the_model_loads(
+    tmp_path, capsys, no_model, name, message
+):
+    (tmp_path / "a-folder.csv").mkdir()
+    (tmp_path / "a-file").write_text("")
+    pairs = _write_pairs(tmp_path / "pairs.csv", PAIRS)
+    out = tmp_path / name
+    assert main(["crows-pairs", "-m", "some-model", "--pairs", str(pairs), "-o", str(out)]) == 1
+    error = capsys.readouterr().err
+    assert str(out) in error and message in error
+
+
+def test_a_second_writer_is_refused(tmp_path, capsys, no_model):
+    pairs, out = _write_pairs(tmp_path / "pairs.csv", PAIRS), tmp_path / "scores.csv"
+    with out.open("a+b") as handle:
+        lock(handle, out, "the test")
+        assert main(["crows-pairs", "-m", "m", "--pairs", str(pairs), "-o", str(out)]) == 1
+    assert "is being written by another writer" in capsys.readouterr().err
+
+
+# --------------------------------------------------------------------------- the output
+
+
+def test_jsonl_output_in_a_new_folder_with_progress(tiny_bert_dir, tmp_path, capsys):
+    pairs = _write_pairs(tmp_path / "pairs.csv", PAIRS)
+    out = tmp_path / "new" / "folder" / "scores.jsonl"
+    args = ["crows-pairs", "-m", tiny_bert_dir, "--metric", "original,word_l2r"]
+    assert main([*args, "--device", "cpu", "--pairs", str(pairs), "-o", str(out)]) == 0
+    assert "scoring" in capsys.readouterr().err  # the progress bar
+    records = [json.loads(line) for line in out.read_text().splitlines()]
+    expected = score_pairs(PAIRS, tiny_bert_dir, "original,word_l2r", device="cpu")
+    assert [r["sent_less"] for r in records] == [p.sent_less for p in PAIRS]
+    for record, result in zip(records, expected, strict=True):
+        assert record["stereo_antistereo"] == result.pair.direction
+        for metric in ("original", "word_l2r"):
+            assert record[f"more_{metric}"] == pytest.approx(result.more[metric], abs=1e-5)
+            assert record[f"less_{metric}"] == pytest.approx(result.less[metric], abs=1e-5)
+
+
+def test_a_cut_output_is_resumed_to_what_a_whole_run_writes(tiny_bert_dir, tmp_path, monkeypatch):
+    """Pairs 0-2 whole, pair 3 cut short (SIGKILL inside the write of the chunk 2-3)."""
+    options = {"metrics": "original", "device": "cpu", "chunk_size": 2}
+    whole = tmp_path / "whole.csv"
+    expected = score_pairs(MORE_PAIRS, tiny_bert_dir, output=whole, **options)
+    lines = whole.read_bytes().splitlines(keepends=True)
+    out = tmp_path / "scores.csv"
+    out.write_bytes(b"".join(lines[:4]) + lines[4][:12])
+    assert score_pairs(MORE_PAIRS, tiny_bert_dir, output=out, **options) == expected
+    assert out.read_bytes() == whole.read_bytes()
+
+    def loaded(*args, **kwargs):
+        raise AssertionError("the model was loaded")
+
+    monkeypatch.setattr(MLMScorers, "__init__", loaded)  # a finished output is read back
+    assert score_pairs(MORE_PAIRS, tiny_bert_dir, output=out, **options) == expected
+    assert summary(score_pairs(MORE_PAIRS, "m", output=out, **options)) == summary(expected)
+    other = [MORE_PAIRS[0], Pair("1", "Rich people steal.", "Poor people steal.")]
+    for pairs, metrics, message in [
+        (other, "original", "holds pair id 1 with other fields"),
+        (MORE_PAIRS[:2], "original", "holds pair id 2 which this input does not have"),
+        (MORE_PAIRS, "word_l2r", "has columns"),
+        ([*MORE_PAIRS, PAIRS[0]], "original", "not unique"),
+    ]:
+        with pytest.raises(ValueError, match=message):
+            score_pairs(pairs, "m", metrics, output=out)
+    assert out.read_bytes() == whole.read_bytes()
+
+
+RUN_PAIRS = 120
+
+
+def test_sigterm_keeps_the_pairs_written_and_the_rerun_finishes(tiny_bert_dir, tmp_path):
+    """A run in a subprocess (one thread; Python's own Ctrl-C handling), stopped by SIGTERM
+    once a chunk is written, then resumed."""
+    pairs = read_pairs()[:RUN_PAIRS]
+    data = _write_pairs(tmp_path / "pairs.csv", pairs)
+    out = tmp_path / "scores.csv"
+    command = [sys.executable, "-m", "pll_harness.tools.cli", "crows-pairs", "-m", tiny_bert_dir]
+    options = ["--metric", "original", "--device", "cpu", "--chunk-size", "4", "--no-progress"]
+    process = subprocess.Popen(
+        [*command, *options, "--pairs", str(data), "-o", str(out)],
+        env={**os.environ, "HF_HUB_OFFLINE": "1", "OMP_NUM_THREADS": "1"},
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
+    )
+    deadline = time.monotonic() + 120
+    while not out.exists() or out.read_bytes().count(b"\n") < 2:
+        assert process.poll() is None, process.communicate()[1][-3000:]
+        assert time.monotonic() < deadline, "no chunk written in time"
+        time.sleep(0.01)
+    process.send_signal(signal.SIGTERM)
+    _, stderr = process.communicate(timeout=120)
+    assert process.returncode == 128 + signal.SIGTERM, stderr[-3000:]
+    assert "re-run the same command to resume" in stderr
+    kept = list(csv.DictReader(out.open(newline="")))
+    assert 0 < len(kept) < RUN_PAIRS
+    options = {"metrics": "original", "device": "cpu", "chunk_size": 4}
+    resumed = score_pairs(pairs, tiny_bert_dir, output=out, **options)
+    rows = list(csv.DictReader(out.open(newline="")))
+    assert rows[: len(kept)] == kept
+    assert [row["id"] for row in rows] == [p.id for p in pairs]
+    expected = score_pairs(pairs, tiny_bert_dir, **options)
+    for got, want in zip(resumed, expected, strict=True):  # other threads: float rounding
+        assert got.pair == want.pair
+        assert got.more["original"] == pytest.approx(want.more["original"], abs=1e-4)
+        assert got.less["original"] == pytest.approx(want.less["original"], abs=1e-4)

@@ -151,3 +151,20 @@ def test_diagnose_file_without_causal_and_cli(tiny_roberta_dir, tmp_path, capsys
     )
     assert "# PLL diagnosis" in capsys.readouterr().out
     assert len(list(csv.DictReader((out / "sentences.csv").open()))) == 4
+
+
+@pytest.mark.parametrize("name", ["a-file", "a-file/diag"])
+def test_an_output_dir_that_cannot_be_written_stops_before_the_model_loads(
+    tmp_path, capsys, monkeypatch, name
+):
+    def loaded(*args, **kwargs):
+        raise AssertionError("the model was loaded")
+
+    monkeypatch.setattr(MLMScorers, "__init__", loaded)
+    data = tmp_path / "a-file"
+    data.write_text("A cat sat on the mat.\nThe dog barked.\n")
+    out = tmp_path / name
+    assert main(["diagnose", "-m", "some-model", "--dataset", str(data), "-o", str(out)]) == 1
+    error = capsys.readouterr().err
+    assert str(out) in error and "a-file" in error
+    assert data.read_text() == "A cat sat on the mat.\nThe dog barked.\n"

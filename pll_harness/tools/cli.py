@@ -41,6 +41,9 @@ examples:
 
 FORMATTER = argparse.RawDescriptionHelpFormatter
 
+RESUMABLE_COMMANDS = ("score", "crows-pairs")
+"""Commands whose --output a re-run resumes after an interruption."""
+
 METRIC_HELP = (
     f"'all' (default) or a comma-separated list of: {', '.join(PLL_METRICS)}; may be repeated"
 )
@@ -80,6 +83,22 @@ def _add_causal_option(parser: argparse.ArgumentParser) -> None:
         default=None,
         help="also score with this causal LM (hub name such as gpt2, or local folder): "
         "log P(sentence | BOS)",
+    )
+
+
+def _add_resume_options(parser: argparse.ArgumentParser, items: str) -> None:
+    """--overwrite and --chunk-size of a command whose output is written as it goes and
+    resumed (see :mod:`pll_harness.tools.resumable`)."""
+    parser.add_argument(
+        "--overwrite", action="store_true", help="start the output afresh instead of resuming it"
+    )
+    parser.add_argument(
+        "--chunk-size",
+        type=positive_int,
+        default=None,
+        metavar="N",
+        help=f"{items} scored and written per step: what an interruption can lose "
+        "(default: 32 on the CPU, 1024 on a GPU)",
     )
 
 
@@ -140,17 +159,7 @@ def add_score(commands: Subparsers) -> argparse.ArgumentParser:
         metavar="PATH",
         help="with CSV output: also write per-token scores here",
     )
-    score.add_argument(
-        "--overwrite", action="store_true", help="start the output afresh instead of resuming it"
-    )
-    score.add_argument(
-        "--chunk-size",
-        type=positive_int,
-        default=None,
-        metavar="N",
-        help="sentences scored and written per step: what an interruption can lose "
-        "(default: 32 on the CPU, 1024 on a GPU)",
-    )
+    _add_resume_options(score, "sentences")
     _add_batch_tokens_option(score)
     score.add_argument("--no-progress", action="store_true", help="no progress bar")
     return score
@@ -298,10 +307,11 @@ def add_compare(commands: Subparsers) -> argparse.ArgumentParser:
         help="leaderboard from lm-eval result files",
         description="Read lm-eval result files (results_*.json from --output_path; folders are\n"
         "searched) of pll-mlm and other models (e.g. hf), and write leaderboard.md,\n"
-        "leaderboard.csv and leaderboard.png: one row per model (and PLL metric). The\n"
-        "packaged benchmarks keep their layout (BLiMP by phenomenon, EventsAdapt, CrowS-Pairs\n"
-        "by bias type, CLAMS by language, Zorro by phenomenon); any other task with an\n"
-        "accuracy-like metric gets a plain column.",
+        "leaderboard.csv and leaderboard.png: one row per model scored one way (its\n"
+        "checkpoint, the model arguments that change scores, --limit). The packaged\n"
+        "benchmarks keep their layout (BLiMP by phenomenon, EventsAdapt, CrowS-Pairs by bias\n"
+        "type, CLAMS by language, Zorro by phenomenon); any other task with an accuracy-like\n"
+        "metric gets a plain column.",
         epilog="example:\n  pll-harness compare out/ -o leaderboard/",
     )
     compare.add_argument(
@@ -352,7 +362,10 @@ def add_crows_pairs(commands: Subparsers) -> argparse.ArgumentParser:
         "more stereotyping sentence scores higher (50 % = no preference), over all pairs, by\n"
         "direction and by bias type. --metric original gives the paper's per-sentence\n"
         "scores; the other metrics apply their masking within the shared tokens. lm-eval's\n"
-        "crows_pairs_pll task scores whole sentences instead.",
+        "crows_pairs_pll task scores whole sentences instead.\n\n"
+        "--output is written as pairs are scored and can be resumed, as for score:\n"
+        "re-running with the same --output scores only the pairs it lacks; Ctrl-C, SIGTERM\n"
+        "or SIGKILL lose at most the chunk being scored. One run at a time may write it.",
         epilog="example:\n  pll-harness crows-pairs -m bert-base-uncased --metric original "
         "-o crows.csv",
     )
@@ -363,13 +376,20 @@ def add_crows_pairs(commands: Subparsers) -> argparse.ArgumentParser:
         help="CSV/TSV/JSONL with sent_more and sent_less (and bias_type, stereo_antistereo); "
         "default: the packaged CrowS-Pairs, 1,508 pairs",
     )
-    crows.add_argument("--output", "-o", metavar="CSV", help="write every pair's scores here")
+    crows.add_argument(
+        "--output",
+        "-o",
+        metavar="PATH",
+        help="write every pair's scores here, .csv or .jsonl by the name",
+    )
+    _add_resume_options(crows, "pairs")
     _add_batch_tokens_option(crows)
+    crows.add_argument("--no-progress", action="store_true", help="no progress bar")
     return crows
 
 
 def run_crows_pairs(args: argparse.Namespace) -> None:
-    from pll_harness.tools.crows_pairs import read_pairs, score_pairs, summary, write_scores
+    from pll_harness.tools.crows_pairs import read_pairs, score_pairs, summary
     from pll_harness.tools.tables import fmt_number, markdown_table
 
     results = score_pairs(
@@ -378,6 +398,10 @@ def run_crows_pairs(args: argparse.Namespace) -> None:
         args.metric,
         device=args.device,
         max_batch_tokens=args.max_batch_tokens,
+        output=args.output,
+        chunk_size=args.chunk_size,
+        overwrite=args.overwrite,
+        progress=not args.no_progress,
     )
     rows = summary(results)
     metrics = list(results[0].more) if results else []
@@ -393,7 +417,6 @@ def run_crows_pairs(args: argparse.Namespace) -> None:
         )
     )
     if args.output:
-        write_scores(results, args.output)
         print(f"pair scores -> {args.output}", file=sys.stderr)
 
 
@@ -439,12 +462,17 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
     try:
         return run(args)
-    except (ValueError, FileNotFoundError, ImportError) as error:
+    except BrokenPipeError:
+        # The reader of our standard output left (`| head`): nothing more to say to it.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 1
+    except (ValueError, OSError, ImportError) as error:
         print(f"pll-harness {args.command}: error: {error}", file=sys.stderr)
         return 1
     except KeyboardInterrupt as interrupt:
         signum = getattr(interrupt, "signum", signal.SIGINT)
-        resume = "; re-run the same command to resume" if args.command == "score" else ""
+        resumable = getattr(args, "output", None) and args.command in RESUMABLE_COMMANDS
+        resume = "; re-run the same command to resume" if resumable else ""
         print(
             f"pll-harness {args.command}: stopped by {signal.Signals(signum).name}{resume}.",
             file=sys.stderr,

@@ -7,15 +7,29 @@ the share of pairs in which the more stereotyping sentence (``sent_more``) score
 because an lm-eval request cannot say which tokens to leave out.  With ``original`` the
 per-sentence scores are those of the paper's ``metric.py``; the other metrics apply their
 masking rules within the shared tokens.
+
+Scoring every pair takes minutes, so the per-pair scores are written as they are scored,
+resumably and by one writer at a time, as ``score`` writes its output
+(:mod:`pll_harness.tools.resumable`, :mod:`pll_harness.tools.interrupts`).
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import sys
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from functools import partial
+from pathlib import Path
 from typing import Any
 
+from pll_harness.tools.interrupts import InterruptGuard
+from pll_harness.tools.metrics import parse_metrics
+from pll_harness.tools.models import MLMScorers
+from pll_harness.tools.resumable import RecordFile, record_format
+from pll_harness.tools.score import default_chunk_size
+
 DIRECTIONS = ("stereo", "antistereo")
+PAIR_COLUMNS = ("id", "bias_type", "stereo_antistereo", "sent_more", "sent_less")
 
 
 @dataclass(frozen=True)
@@ -39,7 +53,10 @@ class PairScores:
 def read_pairs(path: str | None = None) -> list[Pair]:
     """The packaged CrowS-Pairs (``path`` None), or a CSV/TSV/JSONL file with columns
     ``sent_more`` and ``sent_less`` (and, when present, ``id``, ``bias_type`` and
-    ``stereo_antistereo``, as in the source's CSV)."""
+    ``stereo_antistereo``, as in the source's CSV).
+
+    An empty or missing sentence is refused here, before any model loads: scored, it would
+    tie with its partner and count in the percentages as a real pair."""
     from pll_harness.tools.sentences import read_rows
 
     if path is None:
@@ -50,16 +67,27 @@ def read_pairs(path: str | None = None) -> list[Pair]:
     missing = {"sent_more", "sent_less"} - set(rows[0] if rows else {})
     if missing:
         raise ValueError(f"{path}: needs the columns sent_more and sent_less; {missing} missing.")
-    return [
-        Pair(
-            id=str(row.get("id", index)),
-            sent_more=row["sent_more"],
-            sent_less=row["sent_less"],
-            bias_type=row.get("bias_type") or "",
-            direction=row.get("stereo_antistereo") or "",
+    pairs = []
+    for index, row in enumerate(rows):
+        for column in ("sent_more", "sent_less"):
+            text = row.get(column)
+            if text is None or not str(text).strip():
+                raise ValueError(f"{path}: row {index + 1} has an empty {column!r}.")
+        pairs.append(
+            Pair(
+                id=str(row.get("id", index)),
+                sent_more=str(row["sent_more"]),
+                sent_less=str(row["sent_less"]),
+                bias_type=str(row.get("bias_type") or ""),
+                direction=str(row.get("stereo_antistereo") or ""),
+            )
         )
-        for index, row in enumerate(rows)
-    ]
+    return pairs
+
+
+def pair_columns(metrics: Sequence[str]) -> list[str]:
+    """The fields of a pair's output record: the pair, then each metric's two scores."""
+    return [*PAIR_COLUMNS, *(f"{side}_{m}" for m in metrics for side in ("more", "less"))]
 
 
 def score_pairs(
@@ -68,17 +96,162 @@ def score_pairs(
     metrics: str | Sequence[str] | None = None,
     device: str | None = None,
     max_batch_tokens: int | None = None,
+    output: str | Path | None = None,
+    chunk_size: int | None = None,
+    overwrite: bool = False,
+    progress: bool = False,
 ) -> list[PairScores]:
-    """Shared-token PLL of both sentences of every pair, for each metric."""
-    from pll_harness.shared_tokens import score_shared_tokens
-    from pll_harness.tools.metrics import parse_metrics
-    from pll_harness.tools.models import MLMScorers
+    """Shared-token PLL of both sentences of every pair, for each metric, in ``pairs``' order.
 
-    scorers = MLMScorers(
-        model, parse_metrics(metrics), device=device, max_batch_tokens=max_batch_tokens
+    With ``output`` (``.csv`` or ``.jsonl``) each pair's scores are written as soon as they
+    exist, ``chunk_size`` pairs at a time (default as for ``score``): SIGINT and SIGTERM
+    stop the run between two writes, SIGKILL at worst cuts the last record short, and a
+    later call with the same output scores only the pairs it lacks.  The output is locked
+    while written (a second writer is refused), and is resumed only when it holds this
+    input's pairs and these metrics (``overwrite`` starts it afresh).
+    """
+    metric_list = parse_metrics(metrics)
+    if chunk_size is not None and chunk_size < 1:
+        raise ValueError(f"chunk_size={chunk_size!r} is not valid; use a positive integer.")
+    ids = [pair.id for pair in pairs]
+    if len(set(ids)) != len(ids):
+        raise ValueError("Pair ids are not unique; give every pair its own id.")
+    with InterruptGuard() as guard:
+        record_file, done = _open(output, metric_list, pairs, overwrite) if output else (None, {})
+        try:
+            if len(done) < len(pairs):
+                scorers = MLMScorers(
+                    model, metric_list, device=device, max_batch_tokens=max_batch_tokens
+                )
+                size = chunk_size or default_chunk_size(scorers.device)
+                done = _score_missing(scorers, pairs, done, size, record_file, guard, progress)
+        finally:
+            if record_file is not None:
+                record_file.close()
+    return [done[pair.id] for pair in pairs]
+
+
+def _open(
+    path: str | Path, metrics: Sequence[str], pairs: Sequence[Pair], overwrite: bool
+) -> tuple[RecordFile, dict[str, PairScores]]:
+    """The locked output and the pairs an earlier run wrote to it.  Opened before the model
+    loads, so that an output that cannot be written stops the run in seconds."""
+    fmt = record_format(path)
+    try:
+        record_file = RecordFile(Path(path), fmt, pair_columns(metrics), ("id",), overwrite)
+    except OSError as error:
+        raise ValueError(
+            f"{path}: cannot write the pair scores there ({error.strerror}: {error.filename})."
+        ) from None
+    try:
+        return record_file, _written(record_file, metrics, pairs)
+    except BaseException:
+        record_file.close()
+        raise
+
+
+def _written(
+    record_file: RecordFile, metrics: Sequence[str], pairs: Sequence[Pair]
+) -> dict[str, PairScores]:
+    """The scores ``record_file`` holds, by pair id.  Every record must be one of ``pairs``
+    as it is now: the percentages count the written pairs as this input's."""
+    by_id = {pair.id: pair for pair in pairs}
+    done = {}
+    for record in record_file.records:
+        ident = str(record["id"])
+        pair = by_id.get(ident)
+        if pair is None or any(
+            str(record[column]) != value for column, value in _pair_fields(pair).items()
+        ):
+            what = "which this input does not have" if pair is None else "with other fields"
+            raise ValueError(
+                f"{record_file.path} holds pair id {ident} {what}; it was written for another "
+                "input. Use --overwrite or another output file."
+            )
+        done[ident] = PairScores(
+            pair,
+            {m: float(record[f"more_{m}"]) for m in metrics},
+            {m: float(record[f"less_{m}"]) for m in metrics},
+        )
+    return done
+
+
+def _pair_fields(pair: Pair) -> dict[str, str]:
+    return dict(
+        zip(
+            PAIR_COLUMNS,
+            (pair.id, pair.bias_type, pair.direction, pair.sent_more, pair.sent_less),
+            strict=True,
+        )
     )
+
+
+def _record(result: PairScores) -> dict[str, Any]:
+    record: dict[str, Any] = _pair_fields(result.pair)
+    for metric in result.more:
+        record[f"more_{metric}"] = result.more[metric]
+        record[f"less_{metric}"] = result.less[metric]
+    return record
+
+
+def _score_missing(
+    scorers: MLMScorers,
+    pairs: Sequence[Pair],
+    done: dict[str, PairScores],
+    size: int,
+    record_file: RecordFile | None,
+    guard: InterruptGuard,
+    progress: bool,
+) -> dict[str, PairScores]:
+    """``done`` with the other pairs scored (and written to ``record_file``).
+
+    Chunks start at fixed positions of ``pairs``, and a chunk is scored whole even when
+    some of its pairs were written already: which pairs share a forward pass moves scores
+    by float rounding (about 1e-6), so a resumed run writes what an uninterrupted one
+    would have written.
+    """
+    done = dict(done)
+    todo = len(pairs) - len(done)
+    bar = None
+    if progress:
+        from tqdm.auto import tqdm
+
+        bar = tqdm(
+            total=todo * len(scorers.metrics),
+            desc=f"scoring ({len(done)} already done)" if done else "scoring",
+            unit="pair×metric",
+            file=sys.stderr,
+        )
+    try:
+        for start in range(0, len(pairs), size):
+            chunk = pairs[start : start + size]
+            missing = sum(pair.id not in done for pair in chunk)
+            if not missing:
+                continue
+            tick = partial(bar.update, missing) if bar is not None else None
+            new = [r for r in _score_chunk(scorers, chunk, tick) if r.pair.id not in done]
+            if record_file is not None:
+                with guard.hold():
+                    record_file.append([_record(r) for r in new])
+            done.update((r.pair.id, r) for r in new)
+    finally:
+        if bar is not None:
+            bar.close()
+    return done
+
+
+def _score_chunk(
+    scorers: MLMScorers, pairs: Sequence[Pair], tick: Callable[[], None] | None
+) -> list[PairScores]:
+    """``tick()`` after each metric: the shared-token scorer reports no finer progress."""
+    from pll_harness.shared_tokens import score_shared_tokens
+
     texts = [(pair.sent_more, pair.sent_less) for pair in pairs]
-    per_metric = {m: score_shared_tokens(s, texts) for m, s in scorers.scorers.items()}
+    per_metric = {}
+    for metric, scorer in scorers.scorers.items():
+        per_metric[metric] = score_shared_tokens(scorer, texts)
+        if tick is not None:
+            tick()
     return [
         PairScores(
             pair,
@@ -112,22 +285,3 @@ def summary(results: Sequence[PairScores]) -> list[dict[str, Any]]:
             row[f"ties_{metric}"] = sum(r.more[metric] == r.less[metric] for r in members)
         rows.append(row)
     return rows
-
-
-def write_scores(results: Sequence[PairScores], path: str) -> None:
-    """One CSV row per pair: its fields and ``more_<metric>``, ``less_<metric>``."""
-    import csv
-
-    metrics = list(results[0].more) if results else []
-    with open(path, "w", encoding="utf-8", newline="") as handle:
-        writer = csv.writer(handle)
-        writer.writerow(
-            ["id", "bias_type", "stereo_antistereo", "sent_more", "sent_less"]
-            + [f"{side}_{m}" for m in metrics for side in ("more", "less")]
-        )
-        for r in results:
-            p = r.pair
-            writer.writerow(
-                [p.id, p.bias_type, p.direction, p.sent_more, p.sent_less]
-                + [value for m in metrics for value in (r.more[m], r.less[m])]
-            )

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import csv
 import math
+import tempfile
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -343,6 +344,24 @@ def write_outputs(diag: Diagnosis, output_dir: str | Path) -> Path:
     return report
 
 
+def _prepare_output_dir(output_dir: str | Path) -> None:
+    """Make ``output_dir`` and try writing in it: called before any scoring, so that a
+    folder the report cannot go to stops the run at once rather than after the scoring."""
+    out = Path(output_dir)
+    if out.exists() and not out.is_dir():
+        raise ValueError(
+            f"{out} is not a folder; diagnose writes a folder (report.md, plots, CSVs): pick "
+            "another --output-dir."
+        )
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+        tempfile.TemporaryFile(dir=out).close()
+    except OSError as error:
+        raise ValueError(
+            f"{out}: cannot write the report there ({error.strerror}: {error.filename})."
+        ) from None
+
+
 def diagnose(
     model: str,
     dataset: str = "eventsadapt",
@@ -365,6 +384,7 @@ def diagnose(
         sentences = read_sentences(dataset, column=column)[:limit]
     if not sentences:
         raise ValueError(f"No sentences in {dataset}.")
+    _prepare_output_dir(output_dir)
     scorers = MLMScorers(model, parse_metrics(metrics), device=device)
     causal_scorer = CausalScorer(causal, device=device) if causal else None
     diag = diagnose_sentences(sentences, scorers, dataset, causal_scorer, progress=progress)

@@ -22,6 +22,7 @@ from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any, BinaryIO
 
+from pll_harness.file_formats import format_from_name
 from pll_harness.file_lock import lock
 
 ENCODING = "utf-8"
@@ -34,6 +35,33 @@ def lift_csv_field_limit() -> None:
     """Let the csv module read fields of any length: its default limit (128 KiB) would stop
     a long text in an input, and in an output make resuming take the row for damage."""
     csv.field_size_limit(min(sys.maxsize, 2**31 - 1))  # the C long of every platform
+
+
+OUTPUT_FORMATS = ("csv", "jsonl")
+
+
+def record_format(
+    path: str | Path | None, explicit: str | None = None, what: str = "--output"
+) -> str:
+    """The format of a record file: ``explicit``, else what its name says (csv when it
+    says nothing).  A name that says another format (``.tsv``, ``.parquet``) or a
+    compression is refused rather than written over with something else: records are
+    appended chunk by chunk, which compressed files do not allow."""
+    if explicit:
+        if explicit not in OUTPUT_FORMATS:
+            raise ValueError(f"Unknown output format {explicit!r}: use csv or jsonl.")
+        return explicit
+    if not path:
+        return "csv"
+    named = format_from_name(path)
+    if format_from_name(path, compressions=()) != named:
+        raise ValueError(
+            f"{what} {path}: output is written uncompressed (it is appended to chunk by chunk); "
+            "drop the compression suffix and compress the file when the run is done."
+        )
+    if named is not None and named not in OUTPUT_FORMATS:
+        raise ValueError(f"{what} {path}: outputs are .csv or .jsonl, not {named}.")
+    return named or "csv"
 
 
 class DamagedOutput(ValueError):

@@ -14,13 +14,18 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from pll_harness.file_formats import format_from_name
 from pll_harness.tools.causal import CausalScorer
 from pll_harness.tools.interrupts import InterruptGuard
 from pll_harness.tools.metrics import parse_metrics
 from pll_harness.tools.models import MLMScorers
 from pll_harness.tools.records import score_columns, score_fields
-from pll_harness.tools.resumable import DamagedOutput, RecordFile, csv_text, jsonl_text
+from pll_harness.tools.resumable import (
+    DamagedOutput,
+    RecordFile,
+    csv_text,
+    jsonl_text,
+    record_format,
+)
 from pll_harness.tools.sentences import Sentence
 from pll_harness.tools.words import word_spans
 
@@ -181,31 +186,6 @@ class _Output:
                 record_file.close()
 
 
-OUTPUT_FORMATS = ("csv", "jsonl")
-
-
-def _output_format(path: str | None, explicit: str | None, what: str = "--output") -> str:
-    """The format of an output file: ``explicit``, else what its name says (csv when it
-    says nothing).  A name that says another format (``.tsv``, ``.parquet``) or a
-    compression is refused rather than written over with something else: records are
-    appended chunk by chunk, which compressed files do not allow."""
-    if explicit:
-        if explicit not in OUTPUT_FORMATS:
-            raise ValueError(f"Unknown output format {explicit!r}: use csv or jsonl.")
-        return explicit
-    if not path:
-        return "csv"
-    named = format_from_name(path)
-    if format_from_name(path, compressions=()) != named:
-        raise ValueError(
-            f"{what} {path}: output is written uncompressed (it is appended to chunk by chunk); "
-            "drop the compression suffix and compress the file when the run is done."
-        )
-    if named is not None and named not in OUTPUT_FORMATS:
-        raise ValueError(f"{what} {path}: outputs are .csv or .jsonl, not {named}.")
-    return named or "csv"
-
-
 def score_file(
     sentences: Sequence[Sentence],
     model: str,
@@ -241,12 +221,12 @@ def score_file(
     ):
         raise ValueError(f"chunk_size={chunk_size!r} is not valid; use a positive integer.")
     metric_list = scorers.metrics if scorers is not None else parse_metrics(metrics)
-    fmt = _output_format(str(output) if output else None, output_format)
+    fmt = record_format(str(output) if output else None, output_format)
     if token_output is not None and fmt != "csv":
         raise ValueError("token_output goes with CSV output; JSONL lines already hold tokens.")
     if output is None and token_output is not None:
         raise ValueError("token_output needs an output file.")
-    if token_output is not None and _output_format(str(token_output), None, "--tokens") != "csv":
+    if token_output is not None and record_format(str(token_output), None, "--tokens") != "csv":
         raise ValueError(f"--tokens {token_output}: the token file is CSV; name it .csv.")
     if not sentences:
         raise ValueError("There are no sentences to score: the input holds none.")

@@ -1,0 +1,32 @@
+"""The command line's own behaviour: how errors and a closed output end a command."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+from pll_harness.tools.cli import main
+
+
+def test_an_output_that_is_a_folder_is_an_error_not_a_traceback(tmp_path, tiny_bert_dir, capsys):
+    data = tmp_path / "in.txt"
+    data.write_text("A cat sat.\n")
+    folder = tmp_path / "out.csv"
+    folder.mkdir()
+    assert main(["score", "-m", tiny_bert_dir, str(data), "-o", str(folder)]) == 1
+    assert "pll-harness score: error:" in capsys.readouterr().err
+
+
+def test_a_reader_that_leaves_ends_the_command_quietly():
+    """`pll-harness score ... | head -1`: the pipe closes while the command writes."""
+    script = (
+        "import sys\n"
+        "from pll_harness.tools import cli\n"
+        "def run(args):\n"
+        "    raise BrokenPipeError(32, 'Broken pipe')\n"
+        "cli.run = run\n"
+        "sys.exit(cli.main(['score', '-m', 'some-model', 'in.txt']))\n"
+    )
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True)
+    assert done.returncode == 1
+    assert done.stderr == ""
