@@ -33,6 +33,11 @@ from pll_harness.runner import PLLRunner, TargetScores
 
 logger = logging.getLogger(f"lm_eval.{__name__}")
 
+BOUNDARY_TOKENS = ("cls", "sep", "pad", "bos", "eos")
+"""Special tokens that a text can spell out but that are never scored, as minicons leaves
+its ``cls``, ``sep`` and ``pad`` ids out of the targets (``bos``/``eos`` are the same ids
+in every supported model that has them)."""
+
 
 @dataclass(frozen=True)
 class SentenceScore:
@@ -135,6 +140,11 @@ class PLLScorer:
         self._literal_specials = np.array(
             sorted(set(tokenizer.all_special_ids) - {tokenizer.unk_token_id}), dtype=np.int64
         )
+        boundaries = {getattr(tokenizer, f"{name}_token_id", None) for name in BOUNDARY_TOKENS}
+        self._boundaries = np.array(
+            sorted(boundaries - {None, tokenizer.mask_token_id, tokenizer.unk_token_id}),
+            dtype=np.int64,
+        )
         self._warned_literal_specials = False
 
     @classmethod
@@ -199,29 +209,33 @@ class PLLScorer:
         index: dict[tuple[str, str], int] = {}
         keys = [index.setdefault(pair, len(index)) for pair in map(tuple, requests)]
         pairs = list(index)
-        encodings = encode_requests(self.tokenizer, pairs)
-        self._warn_literal_specials(encodings)
+        encodings = self._literal_specials_in(encode_requests(self.tokenizer, pairs))
         return keys, Jobs([continuation for _, continuation in pairs], encodings)
 
-    def _warn_literal_specials(self, encodings: Encodings) -> None:
-        """A special token's text inside a request (``[MASK]``, ``</s>``, ...) becomes that
-        token, as in lm-eval's ``hf`` model, minicons and the paper's code, so it is masked
-        and scored like a word, and a ``[SEP]`` ends the sentence for the model.  Said once:
-        such a score measures something else than the text."""
-        if self._warned_literal_specials or not self._literal_specials.size:
-            return
+    def _literal_specials_in(self, encodings: Encodings) -> Encodings:
+        """A special token's text inside a request (``[MASK]``, ``[SEP]``, ``</s>``) becomes
+        that token, as in lm-eval's ``hf`` model, minicons and the paper's code.  Sentence
+        boundaries and padding (:data:`BOUNDARY_TOKENS`) then stay visible but are not
+        scored, as minicons leaves them out (special tokens are never scored); the others,
+        ``[MASK]`` above all, are scored like words, as minicons does.  Either way the
+        model sees something else than the text, which a warning says once."""
         found = np.isin(encodings.ids, self._literal_specials)
-        if found.any():
+        if not found.any():
+            return encodings
+        if not self._warned_literal_specials:
             token = self.tokenizer.convert_ids_to_tokens(int(encodings.ids[found.argmax()]))
             logger.warning(
                 "%d tokens of the input are special tokens written out in the text (e.g. %r), "
-                "which the tokenizer turns into the special token itself: they are scored "
-                "like words and change what the model sees. Remove them from the text if that "
-                "is not what you mean. Further cases are not reported.",
+                "which the tokenizer turns into the special token itself: sentence boundaries "
+                "and padding stay visible but are not scored, others (such as the mask token) "
+                "are scored like words, and the model sees them as such. Remove them from the "
+                "text if that is not what you mean. Further cases are not reported.",
                 int(found.sum()),
                 token,
             )
             self._warned_literal_specials = True
+        boundary = np.isin(encodings.ids, self._boundaries)
+        return encodings.with_scored(encodings.scored & ~boundary)
 
     def score_jobs(
         self,

@@ -281,9 +281,17 @@ def test_special_tokens_written_in_the_text_are_reported_once(model_dir, request
     with caplog.at_level(logging.WARNING):
         scorer.score(["The cat sat on the mat.", "[UNK] and <unk> are words here."])
     assert "special tokens written out" not in caplog.text
+    sep, cls, pad = (
+        scorer.tokenizer.sep_token,
+        scorer.tokenizer.cls_token,
+        scorer.tokenizer.pad_token,
+    )
     with caplog.at_level(logging.WARNING):
-        (scored,) = scorer.score([f"The cat {mask} on the mat."])
-        scorer.score([f"A dog {mask} again."])
-    assert mask in scored.tokens
+        (masked,) = scorer.score([f"The cat {mask} on the mat."])
+        (bounded,) = scorer.score([f"{cls} The cat {sep} sat on the mat. {pad}"])
+    assert mask in masked.tokens  # scored like a word, as minicons does
+    assert not {sep, cls, pad} & set(bounded.tokens)  # visible, never scored, as in minicons
+    (plain,) = scorer.score(["The cat sat on the mat."])
+    assert bounded.logprob != pytest.approx(plain.logprob, abs=1e-3)  # the model saw them
     assert caplog.text.count("special tokens written out in the text") == 1
     assert repr(mask) in caplog.text
