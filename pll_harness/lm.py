@@ -5,7 +5,6 @@ Requests in, ``(logprob, is_greedy)`` out; everything else lives in :mod:`pll_ha
 
 from __future__ import annotations
 
-import difflib
 import inspect
 import logging
 import os
@@ -18,6 +17,7 @@ from lm_eval.api.model import LM
 from lm_eval.api.registry import register_model
 from tqdm import tqdm
 
+from pll_harness.arguments import check_known
 from pll_harness.distributed import (
     ProcessGroup,
     common_batching,
@@ -45,6 +45,9 @@ NO_CHAT_TEMPLATE = (
     "template (--apply_chat_template, --fewshot_as_multiturn) would also put text around the "
     "sentences that PLL tasks score as written. Run without it."
 )
+
+MODEL_ARG_ALIASES = {"torch_dtype": "dtype"}
+"""transformers' names for model arguments that pll-mlm calls otherwise."""
 
 LM_EVAL_DEFAULT_DEVICE = "cuda:0"
 """What lm-eval's command line sends as ``--device`` when the flag is left out."""
@@ -82,17 +85,7 @@ def _as_optional_int(name: str, value: Any, allow_auto: bool = False) -> int | N
 def _check_model_args(args: dict[str, Any]) -> None:
     """Unknown ``--model_args`` keys, a typo above all, stop with the known ones."""
     known = [name for name in inspect.signature(PLLMaskedLM.__init__).parameters if name != "self"]
-    unknown = [key for key in args if key not in known]
-    if not unknown:
-        return
-    hints = []
-    for key in unknown:
-        close = difflib.get_close_matches(key, known, n=1)
-        hints.append(f"{key!r}" + (f" (did you mean {close[0]!r}?)" if close else ""))
-    raise ValueError(
-        f"pll-mlm has no model argument {', '.join(hints)}. Its model arguments are: "
-        f"{', '.join(known)} (README: 'Model arguments')."
-    )
+    check_known(args, known, "pll-mlm (--model_args; README: 'Model arguments')", MODEL_ARG_ALIASES)
 
 
 def _refuse_context_on_verbatim_tasks(requests: list[Any]) -> None:

@@ -8,15 +8,18 @@ can look inside a sentence score, not only at its sum.
 
 from __future__ import annotations
 
+import inspect
 import logging
 import math
-from collections.abc import Callable, Sequence
+import numbers
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 import torch
 
+from pll_harness.arguments import check_known
 from pll_harness.collector import collector_paused
 from pll_harness.encoding import (
     Encodings,
@@ -163,6 +166,7 @@ class PLLScorer:
         ``load_kwargs`` go to :func:`pll_harness.loading.load_masked_lm` (tokenizer,
         revision, trust_remote_code, dtype, attn_implementation).
         """
+        check_known(load_kwargs, _loading_arguments(), "PLLScorer.from_pretrained", ALIASES)
         loaded: LoadedModel = load_masked_lm(pretrained, device=device, **load_kwargs)
         return cls(
             loaded.model,
@@ -180,12 +184,24 @@ class PLLScorer:
         return self.max_length - self.specials.count
 
     def score(
-        self, texts: str | Sequence[str], progress: Callable[[int], None] | None = None
+        self, texts: str | Iterable[str], progress: Callable[[int], None] | None = None
     ) -> list[SentenceScore]:
         """PLL of whole texts of any length (windows past the model's maximum length).
-        One string is one text, not a sequence of characters."""
-        if isinstance(texts, str):
-            texts = [texts]
+
+        One string is one text, not a sequence of characters.  Leading and trailing
+        whitespace is not scored (as for lm-eval's requests, README "Request semantics");
+        ``SentenceScore.text`` keeps the text as given.  An empty text scores 0.0, the log
+        of probability 1, which a warning points out: in a comparison it beats every
+        sentence."""
+        texts = [texts] if isinstance(texts, str) else list(_texts(texts))
+        empty = sum(not text.strip() for text in texts)
+        if empty:
+            logger.warning(
+                "%d of %d texts are empty or only whitespace: each scores 0.0 (probability 1) "
+                "and would beat any sentence it is compared with.",
+                empty,
+                len(texts),
+            )
         return self.score_requests([("", text) for text in texts], progress)
 
     def score_requests(
@@ -336,13 +352,39 @@ def finished_per_batch(
 
 SIZE_ARGUMENTS = ("max_batch_tokens", "batch_size", "max_length")
 
+ALIASES = {"max_batch_size": "batch_size", "torch_dtype": "dtype"}
+"""Other tools' names for arguments of :meth:`PLLScorer.from_pretrained`: lm-eval's model
+argument and transformers' keyword."""
+
+
+def _loading_arguments() -> list[str]:
+    """Every keyword :meth:`PLLScorer.from_pretrained` takes, its own and the loader's."""
+    own = inspect.signature(PLLScorer.from_pretrained).parameters
+    loader = inspect.signature(load_masked_lm).parameters
+    names = [*own, *(name for name in loader if name not in own)]
+    return [name for name in names if name not in ("pretrained", "load_kwargs")]
+
+
+def _texts(texts: Iterable[Any]) -> Iterator[str]:
+    """``texts``, refusing what is not a string (a missing value of a table column reads
+    as the float nan; bytes would be taken for a sequence of numbers)."""
+    if isinstance(texts, (bytes, bytearray)):
+        raise TypeError("Texts are strings: decode the bytes first (e.g. .decode('utf-8')).")
+    for index, text in enumerate(texts):
+        if not isinstance(text, str):
+            raise TypeError(
+                f"Text {index} is {type(text).__name__} {text!r}, not a string: PLL scores "
+                "text. Convert it, or drop it (a missing value of a table column reads as nan)."
+            )
+        yield text
+
 
 def check_sizes(**sizes: Any) -> None:
     """Each size is None (the default) or a positive integer: 0 or -3 would otherwise pass
     unnoticed until it made empty batches or an empty window somewhere deeper."""
     for name, value in sizes.items():
         if value is not None and (
-            isinstance(value, bool) or not isinstance(value, int) or value < 1
+            isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < 1
         ):
             raise ValueError(f"{name}={value!r} is not valid; use a positive integer or None.")
 

@@ -302,7 +302,8 @@ def test_lm_evals_auto_batch_sizes_are_accepted(tiny_bert_dir):
 def test_an_unknown_model_arg_names_the_known_ones(tiny_bert_dir):
     with pytest.raises(
         ValueError,
-        match=r"no model argument 'pll_metrc' \(did you mean 'pll_metric'\?\).*token_log_mode",
+        match=r"pll-mlm \(--model_args.*no argument 'pll_metrc' "
+        r"\(did you mean 'pll_metric'\?\).*token_log_mode",
     ):
         PLLMaskedLM.create_from_arg_string(f"pretrained={tiny_bert_dir},pll_metrc=original")
 

@@ -295,3 +295,35 @@ def test_special_tokens_written_in_the_text_are_reported_once(model_dir, request
     assert bounded.logprob != pytest.approx(plain.logprob, abs=1e-3)  # the model saw them
     assert caplog.text.count("special tokens written out in the text") == 1
     assert repr(mask) in caplog.text
+
+
+def test_texts_must_be_strings_and_empty_ones_are_pointed_out(tiny_bert_dir, caplog):
+    import logging
+
+    import numpy as np
+
+    scorer = PLLScorer.from_pretrained(tiny_bert_dir, device="cpu", max_batch_tokens=np.int64(64))
+    for texts, message in (
+        (["The cat sat.", float("nan")], r"Text 1 is float nan, not a string"),
+        ([None], r"Text 0 is NoneType None"),
+        (b"The cat sat.", r"decode the bytes first"),
+    ):
+        with pytest.raises(TypeError, match=message):
+            scorer.score(texts)
+    with caplog.at_level(logging.WARNING):
+        scores = scorer.score(t for t in ("The cat sat.", "   "))
+    assert scores[1].logprob == 0.0 and scores[0].logprob < 0
+    assert "1 of 2 texts are empty or only whitespace" in caplog.text
+
+
+@pytest.mark.parametrize(
+    ("argument", "meant"),
+    [("max_batch_size", "batch_size"), ("torch_dtype", "dtype"), ("pll_metrc", "pll_metric")],
+)
+def test_an_unknown_argument_names_the_one_meant(tiny_bert_dir, argument, meant):
+    from pll_harness import score
+
+    with pytest.raises(
+        ValueError, match=f"no argument '{argument}' \\(did you mean '{meant}'\\?\\)"
+    ):
+        score("The cat sat.", model=tiny_bert_dir, device="cpu", **{argument: 2})

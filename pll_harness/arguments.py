@@ -1,0 +1,30 @@
+"""Keyword arguments that a function does not take, refused with the ones it does."""
+
+from __future__ import annotations
+
+import difflib
+from collections.abc import Iterable, Mapping, Sequence
+
+
+def check_known(
+    given: Iterable[str],
+    known: Sequence[str],
+    owner: str,
+    aliases: Mapping[str, str] | None = None,
+) -> None:
+    """Refuse names of ``given`` that are not ``known``, naming for each the known one it
+    most likely means: an entry of ``aliases`` (another tool's name for the same thing,
+    such as transformers' ``torch_dtype``), else the closest spelling."""
+    unknown = [name for name in given if name not in known]
+    if not unknown:
+        return
+    hints = []
+    for name in unknown:
+        meant = (aliases or {}).get(name)
+        if meant is None:
+            close = difflib.get_close_matches(name, known, n=1)
+            meant = close[0] if close else None
+        hints.append(f"{name!r}" + (f" (did you mean {meant!r}?)" if meant else ""))
+    raise ValueError(
+        f"{owner} has no argument {', '.join(hints)}; its arguments are: {', '.join(known)}."
+    )
