@@ -49,6 +49,11 @@ NO_CHAT_TEMPLATE = (
 MODEL_ARG_ALIASES = {"torch_dtype": "dtype"}
 """transformers' names for model arguments that pll-mlm calls otherwise."""
 
+CACHE_CHUNK_BATCHES = 64
+"""Forward passes' worth of requests scored, and handed to lm-eval's cache, at a time under
+``--use_cache`` (see ``PLLMaskedLM._cache_chunks``): about half a minute of bert-base on two
+CPU cores; on a GPU, whose batches are large, all of BLiMP is one chunk."""
+
 LM_EVAL_DEFAULT_DEVICE = "cuda:0"
 """What lm-eval's command line sends as ``--device`` when the flag is left out."""
 
@@ -104,6 +109,11 @@ def _refuse_context_on_verbatim_tasks(requests: list[Any]) -> None:
             f"requests put {context!r} in front of it (--system_instruction?), which changes "
             "what is measured. Run these tasks without it."
         )
+
+
+def _answer(kind: str, score: SentenceScore) -> tuple[float, bool] | float:
+    """What lm-eval receives for one request of ``kind``."""
+    return (score.logprob, score.is_greedy) if kind == "loglikelihood" else score.logprob
 
 
 def _is_auto(text: str) -> bool:
@@ -365,13 +375,13 @@ class PLLMaskedLM(LM):
     ) -> list[tuple[float, bool]]:
         _refuse_context_on_verbatim_tasks(requests)
         pairs = [tuple(request.args) for request in requests]
-        scores = self._score(pairs, "Running loglikelihood requests", disable_tqdm)
-        return [(score.logprob, score.is_greedy) for score in scores]
+        scores = self._score(requests, pairs, "loglikelihood", disable_tqdm)
+        return [_answer("loglikelihood", score) for score in scores]
 
     def loglikelihood_rolling(self, requests: list[Any], disable_tqdm: bool = False) -> list[float]:
         pairs = [("", request.args[0]) for request in requests]
-        scores = self._score(pairs, "Running loglikelihood_rolling requests", disable_tqdm)
-        return [score.logprob for score in scores]
+        scores = self._score(requests, pairs, "loglikelihood_rolling", disable_tqdm)
+        return [_answer("loglikelihood_rolling", score) for score in scores]
 
     def generate_until(self, requests: list[Any], disable_tqdm: bool = False) -> list[str]:
         tasks = sorted({str(getattr(r, "task_name", None) or "?") for r in requests})
@@ -382,16 +392,45 @@ class PLLMaskedLM(LM):
         )
 
     def _score(
-        self, pairs: list[tuple[str, str]], description: str, disable_tqdm: bool
+        self, requests: list[Any], pairs: list[tuple[str, str]], kind: str, disable_tqdm: bool
     ) -> list[SentenceScore]:
-        if self._group is None:
-            with tqdm(total=len(pairs), desc=description, disable=disable_tqdm) as bar:
-                scores = self.scorer.score_requests(pairs, progress=bar.update)
-        else:
+        description = f"Running {kind} requests"
+        if self._group is not None:
             scores = score_shared(self.scorer, pairs, self._group, description, disable_tqdm)
+        else:
+            scores = []
+            with tqdm(total=len(pairs), desc=description, disable=disable_tqdm) as bar:
+                for start, stop in self._cache_chunks(pairs):
+                    chunk = self.scorer.score_requests(pairs[start:stop], progress=bar.update)
+                    for request, score in zip(requests[start:stop], chunk, strict=True):
+                        self.cache_hook.add_partial(kind, request.args, _answer(kind, score))
+                    scores += chunk
         if self.token_log is not None:
             self._write_token_log(pairs, scores)
         return scores
+
+    def _cache_chunks(self, pairs: list[tuple[str, str]]) -> list[tuple[int, int]]:
+        """Ranges of ``pairs`` to score one after the other.  Under ``--use_cache`` lm-eval
+        stores a call's answers only when the whole call returns, so an interrupted run
+        would lose every finished request of, say, all of BLiMP; scored in chunks of about
+        CACHE_CHUNK_BATCHES forward passes, each chunk's answers go to the cache as it
+        ends (as lm-eval's own models add theirs), and a re-run scores only the rest.
+        Without a cache, one chunk: the fewest partly filled batches.  (Several processes
+        score each call together, :func:`pll_harness.distributed.score_shared`, in one
+        chunk.)"""
+        if getattr(self.cache_hook, "dbdict", None) is None:
+            return [(0, len(pairs))]
+        budget = CACHE_CHUNK_BATCHES * self.scorer.batching.max_batch_tokens
+        ranges, start, cost = [], 0, 0
+        for index, (context, continuation) in enumerate(pairs):
+            # copies x tokens, with about four characters a token
+            cost += (len(continuation) // 4 + 1) * ((len(context) + len(continuation)) // 4 + 1)
+            if cost >= budget:
+                ranges.append((start, index + 1))
+                start, cost = index + 1, 0
+        if start < len(pairs):
+            ranges.append((start, len(pairs)))
+        return ranges
 
     def _write_token_log(self, pairs: list[tuple[str, str]], scores: list[SentenceScore]) -> None:
         assert self.token_log is not None

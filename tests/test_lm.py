@@ -421,3 +421,43 @@ def test_a_chat_template_is_refused_before_any_request(tiny_bert_dir, packaged_t
         )
     with pytest.raises(ValueError, match="no chat template"):
         lm.apply_chat_template([{"role": "user", "content": "hi"}])
+
+
+def test_a_cached_run_keeps_the_chunks_it_finished(tiny_bert_dir, tmp_path, monkeypatch):
+    """--use_cache: lm-eval stores a call's answers only when it returns; the chunks that
+    finished before an interruption must be in the cache, and the re-run must score only
+    the rest and answer exactly as an uninterrupted run."""
+    import pll_harness.lm as lm_module
+
+    monkeypatch.setattr(lm_module, "CACHE_CHUNK_BATCHES", 1)
+    sentences = [f"The {animal} sat on the mat." for animal in ("cat", "dog", "cow", "hen")]
+    requests = [instance("loglikelihood", ("", s)) for s in sentences]
+    plain = PLLMaskedLM(pretrained=tiny_bert_dir, device="cpu", max_batch_tokens=32)
+    expected = plain.loglikelihood(requests)
+
+    interrupted = PLLMaskedLM(pretrained=tiny_bert_dir, device="cpu", max_batch_tokens=32)
+    cache = caching(interrupted, tmp_path / "cache_rank0.db")
+    assert len(interrupted._cache_chunks([r.args for r in requests])) == 4
+    real = interrupted.scorer.score_requests
+    calls = []
+
+    def stop_after_two(pairs, progress=None):
+        calls.append(pairs)
+        if len(calls) == 3:
+            raise KeyboardInterrupt
+        return real(pairs, progress)
+
+    monkeypatch.setattr(interrupted.scorer, "score_requests", stop_after_two)
+    with pytest.raises(KeyboardInterrupt):
+        cache.loglikelihood(requests)
+
+    resumed = PLLMaskedLM(pretrained=tiny_bert_dir, device="cpu", max_batch_tokens=32)
+    asked = []
+    real_resumed = resumed.loglikelihood
+    monkeypatch.setattr(
+        resumed, "loglikelihood", lambda reqs, *a: asked.extend(reqs) or real_resumed(reqs, *a)
+    )
+    answers = caching(resumed, tmp_path / "cache_rank0.db").loglikelihood(requests)
+    assert [r.args for r in asked] == [r.args for r in requests[2:]]
+    assert [lp for lp, _ in answers] == pytest.approx([lp for lp, _ in expected], abs=1e-5)
+    assert [greedy for _, greedy in answers] == [greedy for _, greedy in expected]
