@@ -111,6 +111,11 @@ def _refuse_context_on_verbatim_tasks(requests: list[Any]) -> None:
         )
 
 
+def _folder_or_name(name: str) -> str:
+    """A local folder as its absolute path (however it was written), else the name."""
+    return os.path.abspath(name) if name and os.path.isdir(name) else name
+
+
 def _answer(kind: str, score: SentenceScore) -> tuple[float, bool] | float:
     """What lm-eval receives for one request of ``kind``."""
     return (score.logprob, score.is_greedy) if kind == "loglikelihood" else score.logprob
@@ -307,15 +312,12 @@ class PLLMaskedLM(LM):
     def _scoring_settings(self) -> dict[str, Any]:
         """What a cached answer depends on beyond its request (batch sizes change float
         rounding only)."""
-        checkpoint = self._checkpoint
-        if checkpoint is not None and os.path.isdir(checkpoint):
-            checkpoint = os.path.abspath(checkpoint)
         info = self.get_model_info()
         return {
-            "model_checkpoint": checkpoint or info["model_checkpoint"],
+            "model_checkpoint": _folder_or_name(self._checkpoint or info["model_checkpoint"]),
             "model_revision": info["model_revision"],
             "model_sha": info["model_sha"],
-            "tokenizer": self.scorer.tokenizer.name_or_path,
+            "tokenizer": _folder_or_name(self.scorer.tokenizer.name_or_path),
             "model_dtype": info["model_dtype"],
             "pll_metric": info["pll_metric"],
             "pll_max_length": info["pll_max_length"],

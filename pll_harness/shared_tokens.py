@@ -68,6 +68,7 @@ def score_shared_tokens(
             text = np.asarray(positions, dtype=np.int64) - len(prefix)
             text = text[(text >= 0) & (text < stop - start)]
             scored[start + text] = True
-    jobs = Jobs(sentences, encodings.with_scored(scored))
+    # and never a token the scorer leaves unscored in any case (a spelt-out [SEP])
+    jobs = Jobs(sentences, encodings.with_scored(scored & encodings.scored))
     scores = scorer.score_jobs(jobs)
     return [(scores[2 * i], scores[2 * i + 1]) for i in range(len(pairs))]

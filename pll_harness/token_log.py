@@ -16,6 +16,9 @@ from typing import Any, BinaryIO
 from pll_harness.file_lock import lock
 from pll_harness.tools.resumable import jsonl_text
 
+TAIL_BLOCK = 1 << 16
+"""Bytes read at a time from the end of a log, looking for its last whole line."""
+
 TOKEN_LOG_MODES = ("new", "overwrite", "append")
 """What ``token_log_mode`` does with an existing token log: refuse it, empty it, add to it."""
 
@@ -31,7 +34,8 @@ class TokenLog:
     """An open, locked token log.  ``mode`` applies to an earlier run's records: ``new``
     refuses them at start-up, so a second run never mixes its records into the first's;
     ``overwrite`` drops them when this run writes its first records (so a run that stops
-    before scoring anything leaves them); ``append`` keeps them."""
+    before scoring anything leaves them); ``append`` keeps them (all but a last record cut
+    short by a killed run)."""
 
     def __init__(self, path: Path, mode: str) -> None:
         check_mode(mode)
@@ -46,10 +50,28 @@ class TokenLog:
                     "to replace them or token_log_mode=append to add to them, or choose a new "
                     "file."
                 )
+            if mode == "append":
+                self._drop_cut_record()
         except BaseException:
             self._handle.close()
             raise
         self._drop_earlier = mode == "overwrite"
+
+    def _drop_cut_record(self) -> None:
+        """Cut the file after its last whole line: a killed run can leave its last record
+        short, and this run's first record must not be glued to it."""
+        with open(self.path, "rb") as reader:
+            end = reader.seek(0, os.SEEK_END)
+            while end > 0:
+                start = max(0, end - TAIL_BLOCK)
+                reader.seek(start)
+                block = reader.read(end - start)
+                if b"\n" in block:
+                    end = start + block.rfind(b"\n") + 1
+                    break
+                end = start
+        if end < os.fstat(self._handle.fileno()).st_size:
+            self._handle.truncate(end)
 
     def write(self, records: Iterable[dict[str, Any]]) -> None:
         """Add ``records`` in one flushed write."""

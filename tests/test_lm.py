@@ -355,6 +355,15 @@ def test_a_cache_answers_only_runs_with_its_settings(tiny_bert_dir, tmp_path):
             caching(lm, cache)
 
 
+def test_a_cache_knows_a_folder_however_it_is_written(tiny_bert_dir, tmp_path, monkeypatch):
+    import os
+
+    cache = tmp_path / "cache_rank0.db"
+    caching(PLLMaskedLM(pretrained=os.path.abspath(tiny_bert_dir) + "/", device="cpu"), cache)
+    monkeypatch.chdir(os.path.dirname(os.path.abspath(tiny_bert_dir)))
+    caching(PLLMaskedLM(pretrained=os.path.basename(tiny_bert_dir), device="cpu"), cache)
+
+
 def test_a_cache_of_another_model_or_with_a_token_log_is_refused(tiny_bert_dir, tmp_path):
     from sqlitedict import SqliteDict
 

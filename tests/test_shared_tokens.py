@@ -96,3 +96,13 @@ def test_one_pair_instead_of_a_list_is_refused(model_dir):
     scorer = PLLScorer.from_pretrained(model_dir, pll_metric="original", device="cpu")
     with pytest.raises(TypeError, match="sequence of"):
         score_shared_tokens(scorer, ("A cat sat.", "A dog sat."))
+
+
+def test_a_spelt_out_boundary_token_is_not_scored_even_when_shared(model_dir):
+    scorer = PLLScorer.from_pretrained(model_dir, pll_metric="original", device="cpu")
+    sep = scorer.tokenizer.sep_token
+    ((more, less),) = score_shared_tokens(
+        scorer, [(f"Women {sep} can not drive.", f"Men {sep} can not drive.")]
+    )
+    assert sep not in more.tokens and sep not in less.tokens
+    assert more.tokens == less.tokens and len(more.tokens) >= 4

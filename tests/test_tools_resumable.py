@@ -8,7 +8,13 @@ import json
 
 import pytest
 
-from pll_harness.tools.resumable import DamagedOutput, RecordFile, csv_text, jsonl_text
+from pll_harness.tools.resumable import (
+    DamagedOutput,
+    RecordFile,
+    csv_text,
+    jsonl_text,
+    record_format,
+)
 
 COLUMNS = ["id", "text", "score"]
 ROWS = [
@@ -153,3 +159,11 @@ def test_a_field_past_the_csv_modules_default_limit_resumes(tmp_path):
         assert reopen(path, "csv") == rows
     finally:
         csv.field_size_limit(previous)
+
+
+@pytest.mark.parametrize(
+    ("name", "explicit"), [("out.gz", None), ("out.csv.gz", "jsonl"), ("out.jsonl.zst", None)]
+)
+def test_a_compressed_name_is_refused_whatever_the_format(name, explicit):
+    with pytest.raises(ValueError, match="drop the compression suffix"):
+        record_format(name, explicit)

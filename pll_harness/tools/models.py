@@ -61,8 +61,9 @@ class MLMScorers:
         return {m: s.score_requests(requests, progress) for m, s in self.scorers.items()}
 
     def word_ids(self, text: str) -> list[int]:
-        """The word index of each scored token of ``text`` (as PLL sees the words)."""
-        return word_ids(self.tokenizer, text)
+        """The word index of each scored token of ``text`` (as PLL sees the words); every
+        metric scores the same tokens."""
+        return word_ids(next(iter(self.scorers.values())), text)
 
 
 def short_model_name(name: str) -> str:

@@ -19,10 +19,10 @@ import json
 import os
 import sys
 from collections.abc import Iterable, Sequence
-from pathlib import Path
+from pathlib import Path, PurePath
 from typing import Any, BinaryIO
 
-from pll_harness.file_formats import format_from_name
+from pll_harness.file_formats import COMPRESSION_SUFFIXES, format_from_name
 from pll_harness.file_lock import lock
 
 ENCODING = "utf-8"
@@ -47,6 +47,11 @@ def record_format(
     says nothing).  A name that says another format (``.tsv``, ``.parquet``) or a
     compression is refused rather than written over with something else: records are
     appended chunk by chunk, which compressed files do not allow."""
+    if path and PurePath(path).suffix.lower() in COMPRESSION_SUFFIXES:
+        raise ValueError(
+            f"{what} {path}: output is written uncompressed (it is appended to chunk by chunk); "
+            "drop the compression suffix and compress the file when the run is done."
+        )
     if explicit:
         if explicit not in OUTPUT_FORMATS:
             raise ValueError(f"Unknown output format {explicit!r}: use csv or jsonl.")
@@ -54,11 +59,6 @@ def record_format(
     if not path:
         return "csv"
     named = format_from_name(path)
-    if format_from_name(path, compressions=()) != named:
-        raise ValueError(
-            f"{what} {path}: output is written uncompressed (it is appended to chunk by chunk); "
-            "drop the compression suffix and compress the file when the run is done."
-        )
     if named is not None and named not in OUTPUT_FORMATS:
         raise ValueError(f"{what} {path}: outputs are .csv or .jsonl, not {named}.")
     return named or "csv"

@@ -4,14 +4,19 @@ tokens that form one word, and each word's text rebuilt from its tokens."""
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from pll_harness.scorer import PLLScorer
 
 
-def word_ids(tokenizer: Any, text: str) -> list[int]:
-    """The word index of each scored token of ``text``, as the engine encodes it."""
-    from pll_harness.encoding import encode_request
-
-    return list(encode_request(tokenizer, "", text).word_ids)
+def word_ids(scorer: PLLScorer, text: str) -> list[int]:
+    """The word index of each token ``scorer`` scores in ``text``, one per entry of its
+    ``SentenceScore.tokens``: tokens it leaves unscored (a spelt-out ``[SEP]``) have
+    none, so that tools can pair the two lists position by position."""
+    _, jobs = scorer.distinct_jobs([("", text)])
+    encodings = jobs.encodings
+    return encodings.word_ids[encodings.scored].tolist()
 
 
 def word_spans(ids: Sequence[int]) -> list[tuple[int, int]]:

@@ -1,0 +1,33 @@
+"""The adapter's token log: appending after a run that was killed mid-record."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+import pll_harness.token_log as token_log
+from pll_harness.token_log import TokenLog
+
+
+@pytest.mark.parametrize("block", [token_log.TAIL_BLOCK, 7])
+def test_append_drops_a_record_cut_short(tmp_path, monkeypatch, block):
+    monkeypatch.setattr(token_log, "TAIL_BLOCK", block)  # 7: the last line spans blocks
+    path = tmp_path / "tokens.jsonl"
+    path.write_text('{"n": 1}\n{"n": 2, "text": "a long one"}\n{"n": 3, "te')
+    log = TokenLog(path, "append")
+    log.write([{"n": 4}])
+    log.close()
+    assert [json.loads(line)["n"] for line in path.read_text().splitlines()] == [1, 2, 4]
+
+
+def test_append_keeps_whole_records_and_a_cut_first_record_goes(tmp_path):
+    whole, cut = tmp_path / "whole.jsonl", tmp_path / "cut.jsonl"
+    whole.write_text('{"n": 1}\n')
+    cut.write_text('{"n": 1')
+    for path in (whole, cut):
+        log = TokenLog(path, "append")
+        log.write([{"n": 2}])
+        log.close()
+    assert whole.read_text() == '{"n": 1}\n{"n": 2}\n'
+    assert cut.read_text() == '{"n": 2}\n'
