@@ -93,15 +93,18 @@ def _check_model_args(args: dict[str, Any]) -> None:
     check_known(args, known, "pll-mlm (--model_args; README: 'Model arguments')", MODEL_ARG_ALIASES)
 
 
-def _refuse_context_on_verbatim_tasks(requests: list[Any]) -> None:
+def _refuse_context_on_verbatim_tasks(requests: list[Any], group: ProcessGroup | None) -> None:
     """The packaged tasks (and any made from their templates) score sentences as written;
     a context in front of them is lm-eval's ``--system_instruction`` and would change what
-    is measured."""
+    is measured.  With several processes all of them decide together, so that none waits
+    for the others in scoring while they stop."""
     prompted = {
         request.task_name: request.args[0]
         for request in requests
         if isinstance(request.doc, VerbatimRow) and request.args[0]
     }
+    if group is not None:
+        prompted = {k: v for part in group.all_gather_object(prompted) for k, v in part.items()}
     if prompted:
         context = next(iter(prompted.values()))
         raise ValueError(
@@ -375,7 +378,7 @@ class PLLMaskedLM(LM):
     def loglikelihood(
         self, requests: list[Any], disable_tqdm: bool = False
     ) -> list[tuple[float, bool]]:
-        _refuse_context_on_verbatim_tasks(requests)
+        _refuse_context_on_verbatim_tasks(requests, self._group)
         pairs = [tuple(request.args) for request in requests]
         scores = self._score(requests, pairs, "loglikelihood", disable_tqdm)
         return [_answer("loglikelihood", score) for score in scores]

@@ -470,3 +470,21 @@ def test_a_cached_run_keeps_the_chunks_it_finished(tiny_bert_dir, tmp_path, monk
     assert [r.args for r in asked] == [r.args for r in requests[2:]]
     assert [lp for lp, _ in answers] == pytest.approx([lp for lp, _ in expected], abs=1e-5)
     assert [greedy for _, greedy in answers] == [greedy for _, greedy in expected]
+
+
+def test_processes_refuse_a_prompt_together():
+    """A process whose share holds no prompted request must stop with the others rather
+    than wait for them in scoring."""
+    from lm_eval.api.instance import Instance as Request
+
+    from pll_harness.lm import _refuse_context_on_verbatim_tasks
+    from pll_harness.tasks.minimal_pairs import VerbatimRow
+
+    class TwoProcesses:
+        def all_gather_object(self, obj):
+            return [obj, {"blimp_pll_x": "Judge grammar."}]
+
+    mine = [Request("loglikelihood", VerbatimRow(), ("", "A cat sat."), 0, ("blimp_pll_y", 0, 1))]
+    _refuse_context_on_verbatim_tasks(mine, None)
+    with pytest.raises(ValueError, match="blimp_pll_x score each sentence as written"):
+        _refuse_context_on_verbatim_tasks(mine, TwoProcesses())
