@@ -203,16 +203,16 @@ def test_a_cut_output_is_resumed_to_what_a_whole_run_writes(tiny_bert_dir, tmp_p
 
     monkeypatch.setattr(MLMScorers, "__init__", loaded)  # a finished output is read back
     assert score_pairs(MORE_PAIRS, tiny_bert_dir, output=out, **options) == expected
-    assert summary(score_pairs(MORE_PAIRS, "m", output=out, **options)) == summary(expected)
     other = [MORE_PAIRS[0], Pair("1", "Rich people steal.", "Poor people steal.")]
-    for pairs, metrics, message in [
-        (other, "original", "holds pair id 1 with other fields"),
-        (MORE_PAIRS[:2], "original", "holds pair id 2 which this input does not have"),
-        (MORE_PAIRS, "word_l2r", "has columns"),
-        ([*MORE_PAIRS, PAIRS[0]], "original", "not unique"),
+    for pairs, model, metrics, message in [
+        (other, tiny_bert_dir, "original", "holds pair id 1 with other fields"),
+        (MORE_PAIRS[:2], tiny_bert_dir, "original", "holds pair id 2 which this input does not"),
+        (MORE_PAIRS, tiny_bert_dir, "word_l2r", "has columns"),
+        ([*MORE_PAIRS, PAIRS[0]], tiny_bert_dir, "original", "not unique"),
+        (MORE_PAIRS, "another-model", "original", r"written with model .*tiny-bert-wordpiece"),
     ]:
         with pytest.raises(ValueError, match=message):
-            score_pairs(pairs, "m", metrics, output=out)
+            score_pairs(pairs, model, metrics, output=out)
     assert out.read_bytes() == whole.read_bytes()
 
 

@@ -167,3 +167,16 @@ def test_a_field_past_the_csv_modules_default_limit_resumes(tmp_path):
 def test_a_compressed_name_is_refused_whatever_the_format(name, explicit):
     with pytest.raises(ValueError, match="drop the compression suffix"):
         record_format(name, explicit)
+
+
+def test_fixed_fields_are_stamped_and_checked(tmp_path):
+    path = tmp_path / "out.jsonl"
+    columns = [*COLUMNS, "model"]
+    first = RecordFile(path, "jsonl", columns, ("id",), fixed={"model": "a"})
+    first.append([ROWS[0]])
+    first.close()
+    again = RecordFile(path, "jsonl", columns, ("id",), fixed={"model": "a"})
+    assert again.records == [{**ROWS[0], "model": "a"}]
+    again.close()
+    with pytest.raises(ValueError, match="was written with model a, but this run has model b"):
+        RecordFile(path, "jsonl", columns, ("id",), fixed={"model": "b"})

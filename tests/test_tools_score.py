@@ -460,3 +460,20 @@ def test_a_second_writer_is_refused_and_the_first_finishes(
     _, stderr = first.communicate(timeout=120)
     assert first.returncode == 0, stderr[-3000:]
     _assert_complete_and_correct(out, reference_rows)
+
+
+def test_a_resumed_output_is_scored_by_one_model(
+    tmp_path, tiny_bert_dir, tiny_roberta_dir, monkeypatch
+):
+    """Resuming with another --model would mix two models' scores in one file; the same
+    folder written another way is the same model."""
+    import os
+
+    out = tmp_path / "s.csv"
+    score_file(_sentences()[:2], tiny_bert_dir, out, metrics="original", progress=False)
+    assert {r["model"] for r in csv.DictReader(out.open())} == {os.path.abspath(tiny_bert_dir)}
+    with pytest.raises(ValueError, match=r"was written with model .*tiny-bert-wordpiece"):
+        score_file(_sentences(), tiny_roberta_dir, out, metrics="original", progress=False)
+    monkeypatch.chdir(Path(tiny_bert_dir).parent)
+    relative = Path(tiny_bert_dir).name + "/"
+    assert score_file(_sentences(), relative, out, metrics="original", progress=False) == 2

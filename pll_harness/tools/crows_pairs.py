@@ -24,7 +24,7 @@ from typing import Any
 
 from pll_harness.tools.interrupts import InterruptGuard
 from pll_harness.tools.metrics import parse_metrics
-from pll_harness.tools.models import MLMScorers
+from pll_harness.tools.models import MLMScorers, model_identity
 from pll_harness.tools.resumable import RecordFile, record_format
 from pll_harness.tools.score import default_chunk_size
 
@@ -87,7 +87,11 @@ def read_pairs(path: str | None = None) -> list[Pair]:
 
 def pair_columns(metrics: Sequence[str]) -> list[str]:
     """The fields of a pair's output record: the pair, then each metric's two scores."""
-    return [*PAIR_COLUMNS, *(f"{side}_{m}" for m in metrics for side in ("more", "less"))]
+    return [
+        *PAIR_COLUMNS,
+        "model",
+        *(f"{side}_{m}" for m in metrics for side in ("more", "less")),
+    ]
 
 
 def score_pairs(
@@ -117,7 +121,11 @@ def score_pairs(
     if len(set(ids)) != len(ids):
         raise ValueError("Pair ids are not unique; give every pair its own id.")
     with InterruptGuard() as guard:
-        record_file, done = _open(output, metric_list, pairs, overwrite) if output else (None, {})
+        record_file, done = (
+            _open(output, metric_list, pairs, overwrite, model_identity(model))
+            if output
+            else (None, {})
+        )
         try:
             if len(done) < len(pairs):
                 scorers = MLMScorers(
@@ -132,13 +140,16 @@ def score_pairs(
 
 
 def _open(
-    path: str | Path, metrics: Sequence[str], pairs: Sequence[Pair], overwrite: bool
+    path: str | Path, metrics: Sequence[str], pairs: Sequence[Pair], overwrite: bool, model: str
 ) -> tuple[RecordFile, dict[str, PairScores]]:
-    """The locked output and the pairs an earlier run wrote to it.  Opened before the model
-    loads, so that an output that cannot be written stops the run in seconds."""
+    """The locked output and the pairs an earlier run (with the same ``model``) wrote to
+    it.  Opened before the model loads, so that an output that cannot be written stops the
+    run in seconds."""
     fmt = record_format(path)
     try:
-        record_file = RecordFile(Path(path), fmt, pair_columns(metrics), ("id",), overwrite)
+        record_file = RecordFile(
+            Path(path), fmt, pair_columns(metrics), ("id",), overwrite, fixed={"model": model}
+        )
     except OSError as error:
         raise ValueError(
             f"{path}: cannot write the pair scores there ({error.strerror}: {error.filename})."

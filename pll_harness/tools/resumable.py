@@ -18,7 +18,7 @@ import io
 import json
 import os
 import sys
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path, PurePath
 from typing import Any, BinaryIO
 
@@ -84,7 +84,8 @@ def jsonl_text(rows: Iterable[dict[str, Any]]) -> str:
 
 class RecordFile:
     """A locked CSV or JSONL file of records whose fields are ``columns`` (JSONL records may
-    hold the ``nested`` fields too), with ``key`` fields unique per record.
+    hold the ``nested`` fields too), with ``key`` fields unique per record and the ``fixed``
+    fields (among ``columns``) holding one value in every record.
 
     On opening, ``records`` holds what an earlier run wrote (nothing with ``overwrite``);
     a cut-short last record has been dropped from the file.
@@ -98,14 +99,17 @@ class RecordFile:
         key: Sequence[str],
         overwrite: bool = False,
         nested: Sequence[str] = (),
+        fixed: Mapping[str, str] | None = None,
     ) -> None:
         self.path, self.fmt, self.columns = path, fmt, list(columns)
         self.key, self.nested = tuple(key), frozenset(nested)
+        self.fixed = dict(fixed or {})
         path.parent.mkdir(parents=True, exist_ok=True)
         self.handle: BinaryIO = open(path, "a+b")  # noqa: SIM115 - held open for the lock
         try:
             lock(self.handle, path, "another `pll-harness` command with the same output")
             self.records: list[dict[str, Any]] = [] if overwrite else self._read_back()
+            self._check_fixed()
             if overwrite or not self.records:
                 self.handle.truncate(0)
                 if fmt == "csv":
@@ -114,8 +118,21 @@ class RecordFile:
             self.handle.close()
             raise
 
+    def _check_fixed(self) -> None:
+        """Every record must hold this run's value of each ``fixed`` field (the model that
+        scored it): a resumed file would otherwise mix two runs' numbers."""
+        for record in self.records:
+            for name, value in self.fixed.items():
+                if str(record[name]) != value:
+                    raise ValueError(
+                        f"{self.path} was written with {name} {record[name]}, but this run "
+                        f"has {name} {value}; resuming would mix the two. Use --overwrite or "
+                        "another output file."
+                    )
+
     def append(self, rows: Sequence[dict[str, Any]]) -> None:
-        """Add ``rows`` in one durable write."""
+        """Add ``rows``, with the ``fixed`` fields' values, in one durable write."""
+        rows = [{**row, **self.fixed} for row in rows]
         if rows:
             text = csv_text(self.columns, rows, False) if self.fmt == "csv" else jsonl_text(rows)
             self._append(text)

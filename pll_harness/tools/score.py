@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 from pll_harness.tools.causal import CausalScorer
 from pll_harness.tools.interrupts import InterruptGuard
 from pll_harness.tools.metrics import parse_metrics
-from pll_harness.tools.models import MLMScorers
+from pll_harness.tools.models import MLMScorers, model_identity
 from pll_harness.tools.records import score_columns, score_fields
 from pll_harness.tools.resumable import (
     DamagedOutput,
@@ -32,7 +32,9 @@ from pll_harness.tools.words import word_spans
 if TYPE_CHECKING:
     import torch
 
-SENTENCE_FIELDS = ("id", "text", "n_tokens", "n_words", "n_multi_token_words")
+SENTENCE_FIELDS = ("id", "text", "model", "n_tokens", "n_words", "n_multi_token_words")
+"""``model``: the masked LM that scored the row (:func:`model_identity`), so that a resumed
+output never mixes two models' scores."""
 
 
 def sentence_columns(metrics: Sequence[str], causal: bool) -> list[str]:
@@ -66,6 +68,7 @@ def score_sentences(
         record: dict[str, Any] = {
             "id": sentence.id,
             "text": sentence.text,
+            "model": model_identity(scorers.name),
             "n_tokens": len(first.tokens),
             "n_words": len(spans),
             "n_multi_token_words": sum(1 for a, b in spans if b - a > 1),
@@ -115,6 +118,7 @@ class _Output:
         token_path: Path | None,
         token_cols: list[str],
         overwrite: bool,
+        model: str,
     ) -> None:
         self.fmt, self.columns = fmt, columns
         self.main: RecordFile | None = None
@@ -126,7 +130,9 @@ class _Output:
                 self._print(csv_text(columns, [], header=True))
             return
         try:
-            self.main = RecordFile(path, fmt, columns, ("id",), overwrite, JSONL_NESTED)
+            self.main = RecordFile(
+                path, fmt, columns, ("id",), overwrite, JSONL_NESTED, fixed={"model": model}
+            )
             self.done = {str(r["id"]): str(r["text"]) for r in self.main.records}
             if token_path is not None:
                 self.tokens = RecordFile(
@@ -241,6 +247,7 @@ def score_file(
             Path(token_output) if token_output else None,
             token_columns(metric_list),
             overwrite,
+            model_identity(scorers.name if scorers is not None else model),
         )
         try:
             for sentence in sentences:
