@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import inspect
 import logging
-import os
 from pathlib import Path
 from typing import Any
 
@@ -24,7 +23,7 @@ from pll_harness.distributed import (
     launched_with_several_processes,
     score_shared,
 )
-from pll_harness.loading import load_masked_lm
+from pll_harness.loading import load_masked_lm, model_identity
 from pll_harness.metrics import DEFAULT_METRIC, check_metric
 from pll_harness.provenance import model_info
 from pll_harness.scorer import PLLScorer, SentenceScore
@@ -112,11 +111,6 @@ def _refuse_context_on_verbatim_tasks(requests: list[Any], group: ProcessGroup |
             f"requests put {context!r} in front of it (--system_instruction?), which changes "
             "what is measured. Run these tasks without it."
         )
-
-
-def _folder_or_name(name: str) -> str:
-    """A local folder as its absolute path (however it was written), else the name."""
-    return os.path.abspath(name) if name and os.path.isdir(name) else name
 
 
 def _answer(kind: str, score: SentenceScore) -> tuple[float, bool] | float:
@@ -317,10 +311,10 @@ class PLLMaskedLM(LM):
         rounding only)."""
         info = self.get_model_info()
         return {
-            "model_checkpoint": _folder_or_name(self._checkpoint or info["model_checkpoint"]),
+            "model_checkpoint": model_identity(self._checkpoint or info["model_checkpoint"]),
             "model_revision": info["model_revision"],
             "model_sha": info["model_sha"],
-            "tokenizer": _folder_or_name(self.scorer.tokenizer.name_or_path),
+            "tokenizer": model_identity(self.scorer.tokenizer.name_or_path),
             "model_dtype": info["model_dtype"],
             "pll_metric": info["pll_metric"],
             "pll_max_length": info["pll_max_length"],

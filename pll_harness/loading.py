@@ -47,6 +47,13 @@ def resolve_pretrained(name: str) -> str:
     return str(DEMO_MODEL_DIR)
 
 
+def model_identity(name: str) -> str:
+    """The model a name stands for, as records of it compare: a local folder as its
+    absolute path (however it was written: relative, with a trailing slash), anything else
+    (a hub name, ``pll-demo``) as given."""
+    return str(Path(name).resolve()) if name and Path(name).is_dir() else name
+
+
 @dataclass(frozen=True)
 class LoadedModel:
     model: torch.nn.Module

@@ -22,9 +22,10 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
+from pll_harness.loading import model_identity
 from pll_harness.tools.interrupts import InterruptGuard
 from pll_harness.tools.metrics import parse_metrics
-from pll_harness.tools.models import MLMScorers, model_identity
+from pll_harness.tools.models import MLMScorers
 from pll_harness.tools.resumable import RecordFile, record_format
 from pll_harness.tools.score import default_chunk_size
 

@@ -66,12 +66,6 @@ class MLMScorers:
         return word_ids(next(iter(self.scorers.values())), text)
 
 
-def model_identity(name: str) -> str:
-    """How an output records the model that scored it: a local folder as its absolute path
-    (however the command wrote it), anything else (a hub name, ``pll-demo``) as given."""
-    return str(Path(name).resolve()) if Path(name).is_dir() else name
-
-
 def short_model_name(name: str) -> str:
     """A local folder shows as its last component; a hub name stays as it is."""
     if name.startswith(("/", ".", "~")) or Path(name).is_dir():

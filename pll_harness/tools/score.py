@@ -14,10 +14,11 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from pll_harness.loading import model_identity
 from pll_harness.tools.causal import CausalScorer
 from pll_harness.tools.interrupts import InterruptGuard
 from pll_harness.tools.metrics import parse_metrics
-from pll_harness.tools.models import MLMScorers, model_identity
+from pll_harness.tools.models import MLMScorers
 from pll_harness.tools.records import score_columns, score_fields
 from pll_harness.tools.resumable import (
     DamagedOutput,
