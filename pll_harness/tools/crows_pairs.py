@@ -15,7 +15,6 @@ resumably and by one writer at a time, as ``score`` writes its output
 
 from __future__ import annotations
 
-import sys
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from functools import partial
@@ -26,6 +25,7 @@ from pll_harness.loading import model_identity
 from pll_harness.tools.interrupts import InterruptGuard
 from pll_harness.tools.metrics import parse_metrics
 from pll_harness.tools.models import MLMScorers
+from pll_harness.tools.progress import scoring_bar
 from pll_harness.tools.resumable import RecordFile, record_format
 from pll_harness.tools.score import default_chunk_size
 
@@ -224,16 +224,7 @@ def _score_missing(
     """
     done = dict(done)
     todo = len(pairs) - len(done)
-    bar = None
-    if progress:
-        from tqdm.auto import tqdm
-
-        bar = tqdm(
-            total=todo * len(scorers.metrics),
-            desc=f"scoring ({len(done)} already done)" if done else "scoring",
-            unit="pair×metric",
-            file=sys.stderr,
-        )
+    bar = scoring_bar(progress, todo * len(scorers.metrics), "pair×metric", done=len(done))
     try:
         for start in range(0, len(pairs), size):
             chunk = pairs[start : start + size]

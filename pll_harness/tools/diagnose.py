@@ -26,6 +26,7 @@ from pll_harness.tools.causal import CausalScorer
 from pll_harness.tools.metrics import metric_colour, metric_label, parse_metrics
 from pll_harness.tools.models import MLMScorers, short_model_name
 from pll_harness.tools.plotting import pyplot, save_figure
+from pll_harness.tools.progress import scoring_bar
 from pll_harness.tools.records import pll_column, score_fields
 from pll_harness.tools.sentences import Sentence, eventsadapt_sentences, read_sentences
 from pll_harness.tools.statistics import pearson
@@ -100,7 +101,7 @@ def diagnose_sentences(
 
     diag = Diagnosis(scorers.name, dataset, list(scorers.metrics), causal.name if causal else None)
     texts = [s.text for s in sentences]
-    bar = _bar(progress, len(texts) * len(scorers.metrics), "sentences")
+    bar = scoring_bar(progress, len(texts) * len(scorers.metrics), "item×metric", "sentences")
     per_metric = scorers.score(texts, bar.update if bar else None)
     if bar:
         bar.close()
@@ -130,7 +131,7 @@ def diagnose_sentences(
     words = [w for w in vocabulary if zipf_frequency(w, "en") > 0]
     diag.words_without_frequency = len(vocabulary) - len(words)
     requests = [(WORD_CONTEXT, w) for w in words]
-    bar = _bar(progress, len(words) * len(scorers.metrics), "words")
+    bar = scoring_bar(progress, len(words) * len(scorers.metrics), "item×metric", "words")
     word_scores = scorers.score_requests(requests, bar.update if bar else None)
     if bar:
         bar.close()
@@ -156,16 +157,6 @@ def diagnose_sentences(
             stats["r_causal"] = pearson(scores, [r["causal_logprob"] for r in diag.sentences])
         diag.stats[name] = stats
     return diag
-
-
-def _bar(enabled: bool, total: int, what: str) -> Any:
-    if not enabled:
-        return None
-    import sys
-
-    from tqdm.auto import tqdm
-
-    return tqdm(total=total, desc=f"scoring {what}", unit="item×metric", file=sys.stderr)
 
 
 # --------------------------------------------------------------------------- plots

@@ -19,6 +19,7 @@ from pll_harness.tools.causal import CausalScorer
 from pll_harness.tools.interrupts import InterruptGuard
 from pll_harness.tools.metrics import parse_metrics
 from pll_harness.tools.models import MLMScorers
+from pll_harness.tools.progress import scoring_bar
 from pll_harness.tools.records import score_columns, score_fields
 from pll_harness.tools.resumable import (
     DamagedOutput,
@@ -277,16 +278,9 @@ def score_file(
             if causal_scorer is None and causal is not None:
                 causal_scorer = CausalScorer(causal, device=device)
             size = chunk_size or default_chunk_size(scorers.device)
-            bar = None
-            if progress:
-                from tqdm.auto import tqdm
-
-                bar = tqdm(
-                    total=len(todo) * len(metric_list),
-                    desc=f"scoring ({len(writer.done)} already done)" if writer.done else "scoring",
-                    unit="sent×metric",
-                    file=sys.stderr,
-                )
+            bar = scoring_bar(
+                progress, len(todo) * len(metric_list), "sent×metric", done=len(writer.done)
+            )
             try:
                 for start in range(0, len(todo), size):
                     chunk = todo[start : start + size]
