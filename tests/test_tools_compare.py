@@ -120,16 +120,17 @@ def results_dir(tmp_path) -> Path:
 
 
 def test_describe_run_labels():
-    assert describe_run({"config": {"model": "pll-mlm", "model_args": "pretrained=x/y"}}) == (
+    run = describe_run({"config": {"model": "pll-mlm", "model_args": "pretrained=x/y"}})
+    assert (run.label, run.model_type, run.pretrained, run.pll_metric) == (
         "x/y (word_l2r)",
         "pll-mlm",
         "x/y",
         "word_l2r",
     )
-    label, kind, _, metric = describe_run(
+    run = describe_run(
         {"config": {"model": "hf", "model_args": {"pretrained": "./local/gpt2-medium"}}}
     )
-    assert (label, kind, metric) == ("gpt2-medium (hf)", "hf", None)
+    assert (run.label, run.model_type, run.pll_metric) == ("gpt2-medium (hf)", "hf", None)
 
 
 def test_runs_are_merged_and_ordered(results_dir):

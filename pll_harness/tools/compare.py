@@ -168,8 +168,9 @@ def _label(name: str, kind: str, extras: Sequence[str], limit: str | None) -> st
     return f"{name} ({', '.join(details)})"
 
 
-def _new_run(data: dict[str, Any]) -> ModelRun:
-    """An empty row for one result file, labelled by its model's short name alone."""
+def describe_run(data: dict[str, Any]) -> ModelRun:
+    """An empty row for one lm-eval result file, labelled by its model's short name alone
+    (the label it keeps where no other row shares that name)."""
     config = data.get("config") or {}
     model_type = str(config.get("model") or "unknown")
     args = _model_args(config)
@@ -181,13 +182,6 @@ def _new_run(data: dict[str, Any]) -> ModelRun:
     limit = _limit(config)
     label = _label(short_model_name(pretrained), metric or model_type, (), limit)
     return ModelRun(label, model_type, pretrained, metric, settings, limit)
-
-
-def describe_run(data: dict[str, Any]) -> tuple[str, str, str, str | None]:
-    """(label, model type, pretrained, PLL metric or None) of one lm-eval result file; the
-    label is the one it gets where no other row shares its model's short name."""
-    run = _new_run(data)
-    return run.label, run.model_type, run.pretrained, run.pll_metric
 
 
 def _numbers(values: dict[str, Any]) -> dict[str, float]:
@@ -286,7 +280,7 @@ def load_runs(paths: Iterable[str | Path]) -> list[ModelRun]:
     source: dict[tuple[tuple[Any, ...], str], tuple[float, str, dict[str, float]]] = {}
     conflicts: dict[tuple[tuple[Any, ...], str, str], list[tuple[str, str, float, float]]] = {}
     for date, path, data in sorted(loaded, key=lambda item: (item[0], item[1])):
-        fresh = _new_run(data)
+        fresh = describe_run(data)
         run = runs.setdefault(fresh.key, fresh)
         run.files.append(path)
         run.members.update(t for ts in (data.get("group_subtasks") or {}).values() for t in ts)
