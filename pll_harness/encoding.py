@@ -211,11 +211,6 @@ def encode_requests(tokenizer: Any, requests: Sequence[tuple[str, str]]) -> Enco
     return Encodings.from_lists(ids, words, first_target)
 
 
-def encode_request(tokenizer: Any, context: str, continuation: str) -> Encoded:
-    """One request's tokens (see :func:`encode_requests`)."""
-    return encode_requests(tokenizer, [(context, continuation)]).item(0)
-
-
 def _first_scored(offsets: Sequence[Sequence[tuple[int, int]]], boundaries: Sequence[int]):
     """Index of the first token that ends after its text's boundary or starts at or after
     it (the token's length when there is none), for many texts at once."""

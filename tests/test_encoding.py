@@ -8,10 +8,15 @@ from transformers import AutoTokenizer
 from pll_harness import encoding
 from pll_harness.encoding import (
     common_prefix_length,
-    encode_request,
+    encode_requests,
     require_fast_tokenizer,
     special_tokens,
 )
+
+
+def encode_request(tokenizer, context: str, continuation: str) -> encoding.Encoded:
+    """One request's tokens, as the batched call gives them."""
+    return encode_requests(tokenizer, [(context, continuation)]).item(0)
 
 
 @pytest.fixture(scope="module", params=["tiny_bert_dir", "tiny_roberta_dir"])
