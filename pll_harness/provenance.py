@@ -16,6 +16,7 @@ from typing import Any
 import torch
 
 import pll_harness
+from pll_harness.loading import model_identity
 
 _COMMIT = re.compile(r"[0-9a-f]{40}")
 
@@ -56,8 +57,10 @@ def model_info(
 ) -> dict[str, Any]:
     """The entries lm-eval adds to a results file's ``config``.
 
-    ``checkpoint`` is the name the model was loaded by (hub name, folder or ``pll-demo``);
-    None means the model was passed in as an object, and its ``name_or_path`` stands in.
+    ``checkpoint`` is the name the model was loaded by (hub name, folder or ``pll-demo``),
+    recorded as :func:`model_identity` gives it (a folder as its absolute path, however it
+    was written); None means the model was passed in as an object, and its ``name_or_path``
+    stands in.
     ``device`` is where the scoring ran (``pll_device``): lm-eval's own ``device`` entry
     records its ``--device`` flag, which names CUDA on a machine without it when the flag
     is left out.  Key names follow lm-eval's own HF model (``model_dtype``, ``model_revision``,
@@ -69,7 +72,7 @@ def model_info(
         "pll_max_length": max_length,
         "pll_device": None if device is None else str(device),
         "pll_harness_version": pll_harness.__version__,
-        "model_checkpoint": name,
+        "model_checkpoint": model_identity(name) if name else None,
         "model_architecture": type(model).__name__,
         "model_revision": revision,
         "model_sha": checkpoint_commit(name, revision),

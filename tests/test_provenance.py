@@ -53,6 +53,17 @@ def test_model_info_of_a_model_object(tiny_roberta_dir):
     assert info["model_sha"] is None
 
 
+def test_a_folder_is_recorded_as_its_absolute_path(tiny_bert_dir, monkeypatch):
+    folder = Path(tiny_bert_dir)
+    monkeypatch.chdir(folder.parent)
+    model = AutoModelForMaskedLM.from_pretrained(folder.name)
+    info = model_info(model, "original", 64, checkpoint=folder.name + "/")
+    assert info["model_checkpoint"] == str(folder.resolve())
+    assert model_info(model, "original", 64, checkpoint="org/name")["model_checkpoint"] == (
+        "org/name"
+    )
+
+
 def test_get_model_info(tiny_bert_dir):
     lm = PLLMaskedLM(
         pretrained=tiny_bert_dir, device="cpu", pll_metric="whole_word", dtype="bfloat16"

@@ -40,6 +40,7 @@ def _result(
     scores: dict[str, float],
     date: float = 1.0,
     limit: float | None = None,
+    recorded: dict | None = None,
 ) -> Path:
     results = {
         task: {
@@ -60,6 +61,7 @@ def _result(
             "batch_size": 1,
             "device": "cpu",
             "limit": limit,
+            **(recorded or {}),
         },
         "model_name": "ignored",
         "date": date,
@@ -255,6 +257,30 @@ def test_rows_are_keyed_by_checkpoint_and_scoring_settings(tmp_path, capsys):
     assert rows["run1/final (original, dtype=float16)"]["blimp_pll"] == "0.85"
     assert rows["models/gpt2 (hf)"]["pretrained"] == "/models/gpt2"
     assert "warning" not in capsys.readouterr().err
+
+
+def test_rows_follow_the_settings_the_model_recorded(tmp_path):
+    """pll-mlm records its checkpoint (a folder as its absolute path), dtype and max length
+    as they took effect: a folder named relatively and absolutely, ``dtype=auto`` and the
+    dtype it resolved to, ``max_length`` left out and written out are each one row."""
+    folder = tmp_path / "res"
+    recorded = {
+        "model_checkpoint": "/ckpt/run1",
+        "model_dtype": "torch.float32",
+        "pll_max_length": 512,
+    }
+    _result(folder, "a", "pll-mlm", {"pretrained": "run1"}, {"blimp_pll": 0.9}, recorded=recorded)
+    explicit = {"pretrained": "/ckpt/run1/", "dtype": "float32", "max_length": "512"}
+    _result(folder, "b", "pll-mlm", explicit, {"eventsadapt_pll": 0.7}, recorded=recorded)
+    half = {**recorded, "model_dtype": "torch.bfloat16"}
+    bf16 = {"pretrained": "run1", "dtype": "bfloat16"}
+    _result(folder, "c", "pll-mlm", bf16, {"blimp_pll": 0.8}, recorded=half)
+    runs = {run.label: run for run in load_runs([folder])}
+    assert sorted(runs) == ["run1 (word_l2r, dtype=bfloat16)", "run1 (word_l2r, dtype=float32)"]
+    merged = runs["run1 (word_l2r, dtype=float32)"]
+    assert merged.scores["blimp_pll"]["acc"] == 0.9
+    assert merged.scores["eventsadapt_pll"]["acc"] == 0.7
+    assert merged.settings == {"pll_metric": "word_l2r", "dtype": "float32", "max_length": "512"}
 
 
 def test_one_task_twice_in_a_row_warns_and_the_newer_file_wins(tmp_path, capsys):

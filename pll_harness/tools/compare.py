@@ -78,6 +78,12 @@ DEFAULT_ARGS: dict[str, dict[str, str]] = {
 """What a model type takes for an argument left out, so that leaving out ``dtype=auto``
 and writing it is one row rather than two."""
 
+RECORDED_ARGS: dict[str, str] = {"dtype": "model_dtype", "max_length": "pll_max_length"}
+"""``model_args`` whose value in effect the model writes into the results' ``config``
+(lm-eval's ``hf`` and our ``pll-mlm`` record ``model_dtype``, ours ``pll_max_length``):
+where recorded, that value defines the row, so ``dtype=auto`` and the dtype it resolved
+to, or ``max_length`` left at its default and written out, are one row."""
+
 
 @dataclass
 class ModelRun:
@@ -86,6 +92,7 @@ class ModelRun:
     label: str
     model_type: str
     pretrained: str
+    """The checkpoint as the run named it (what labels show)."""
     pll_metric: str | None
     settings: dict[str, str] = field(default_factory=dict)
     """The ``model_args`` that change scores (all but :data:`NON_SCORING_ARGS`), defaults
@@ -97,13 +104,17 @@ class ModelRun:
     members: set[str] = field(default_factory=set)
     """Tasks reported as part of a group of the same file (lm-eval's ``group_subtasks``)."""
     files: list[str] = field(default_factory=list)
+    checkpoint: str = ""
+    """The checkpoint as the results record it (``pll-mlm`` writes a local folder as its
+    absolute path, so the same folder named relatively and absolutely is one row); empty
+    where they do not, and ``pretrained`` stands in."""
 
     @property
     def key(self) -> tuple[Any, ...]:
         """What must agree for two result files to be one row."""
         return (
             self.model_type,
-            self.pretrained.rstrip("/") or self.pretrained,
+            self.checkpoint or self.pretrained.rstrip("/") or self.pretrained,
             tuple(sorted(self.settings.items())),
             self.limit,
         )
@@ -178,10 +189,14 @@ def describe_run(data: dict[str, Any]) -> ModelRun:
     settings = DEFAULT_ARGS.get(model_type, {}) | {
         k: v for k, v in args.items() if k not in NON_SCORING_ARGS and k != "pretrained"
     }
+    for arg, recorded in RECORDED_ARGS.items():
+        if config.get(recorded) not in (None, ""):
+            settings[arg] = str(config[recorded]).removeprefix("torch.")
     metric = settings["pll_metric"] if model_type == "pll-mlm" else None
     limit = _limit(config)
     label = _label(short_model_name(pretrained), metric or model_type, (), limit)
-    return ModelRun(label, model_type, pretrained, metric, settings, limit)
+    checkpoint = str(config.get("model_checkpoint") or "")
+    return ModelRun(label, model_type, pretrained, metric, settings, limit, checkpoint=checkpoint)
 
 
 def _numbers(values: dict[str, Any]) -> dict[str, float]:
