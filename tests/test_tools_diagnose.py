@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import csv
+import math
 
 import pytest
 from tools_support import assert_png, causal_reference
@@ -168,3 +169,70 @@ def test_an_output_dir_that_cannot_be_written_stops_before_the_model_loads(
     error = capsys.readouterr().err
     assert str(out) in error and "a-file" in error
     assert data.read_text() == "A cat sat on the mat.\nThe dog barked.\n"
+
+
+class _StopAfter:
+    """A scoring method of MLMScorers whose first ``calls`` calls go through and whose
+    next one is interrupted, as Ctrl-C would interrupt it."""
+
+    def __init__(self, name: str, calls: int) -> None:
+        self.original, self.calls = getattr(MLMScorers, name), calls
+
+    def method(self):
+        def scoring(scorers, *args, **kwargs):
+            if self.calls == 0:
+                raise KeyboardInterrupt
+            self.calls -= 1
+            return self.original(scorers, *args, **kwargs)
+
+        return scoring
+
+
+@pytest.mark.parametrize("phase", ["score", "score_requests"])
+def test_an_interrupted_diagnosis_resumes_to_the_same_files(
+    tiny_bert_dir, tmp_path, monkeypatch, phase
+):
+    """Interrupted in the sentence phase (``score``) or the word phase (``score_requests``)
+    after one chunk, a re-run scores only the rest and ends with the files and numbers of
+    an uninterrupted run."""
+    data = tmp_path / "s.txt"
+    data.write_text("A cat sat on the mat.\nThe dog barked loudly.\nShe is a nurse.\nHi.\n")
+    settings = {"metrics": "original,word_l2r", "chunk_size": 2}
+    whole = diagnose(tiny_bert_dir, str(data), tmp_path / "whole", **settings)
+
+    out = tmp_path / "resumed"
+    with monkeypatch.context() as patch:
+        patch.setattr(MLMScorers, phase, _StopAfter(phase, 1).method())
+        with pytest.raises(KeyboardInterrupt):
+            diagnose(tiny_bert_dir, str(data), out, **settings)
+    table = "sentences.csv" if phase == "score" else "words.csv"
+    partial = list(csv.DictReader((out / table).open()))
+    assert len(partial) == 2
+    assert not (out / "report.md").exists()
+
+    counted = _StopAfter("score_requests", 10**6)
+    monkeypatch.setattr(MLMScorers, "score_requests", counted.method())
+    resumed = diagnose(tiny_bert_dir, str(data), out, **settings)
+    for name in ("sentences.csv", "words.csv"):
+        assert (out / name).read_text() == (tmp_path / "whole" / name).read_text()
+    assert resumed.stats == whole.stats
+    assert resumed.sentences == whole.sentences and resumed.words == whole.words
+    scored_again = 10**6 - counted.calls
+    assert scored_again == math.ceil((len(whole.words) - (2 if table == "words.csv" else 0)) / 2)
+
+
+def test_a_diagnosis_folder_of_other_sentences_is_refused_or_overwritten(tiny_bert_dir, tmp_path):
+    first, second = tmp_path / "a.txt", tmp_path / "b.txt"
+    first.write_text("A cat sat on the mat.\nThe dog barked.\n")
+    second.write_text("Birds sing at dawn.\nThe dog barked.\n")
+    out = tmp_path / "diag"
+    diagnose(tiny_bert_dir, str(first), out, metrics="original")
+    with pytest.raises(ValueError, match="another input"):
+        diagnose(tiny_bert_dir, str(second), out, metrics="original")
+    (out / "sentences.csv").unlink()
+    with pytest.raises(ValueError, match="another dataset"):
+        diagnose(tiny_bert_dir, str(second), out, metrics="original")
+    fresh = diagnose(tiny_bert_dir, str(second), out, metrics="original", overwrite=True)
+    rows = list(csv.DictReader((out / "words.csv").open()))
+    assert [row["word"] for row in rows] == [word["word"] for word in fresh.words]
+    assert {row["model"] for row in rows} == {tiny_bert_dir}

@@ -41,8 +41,8 @@ examples:
 
 FORMATTER = argparse.RawDescriptionHelpFormatter
 
-RESUMABLE_COMMANDS = ("score", "crows-pairs")
-"""Commands whose --output a re-run resumes after an interruption."""
+RESUMABLE_COMMANDS = ("score", "crows-pairs", "diagnose")
+"""Commands whose output a re-run resumes after an interruption."""
 
 METRIC_HELP = (
     f"'all' (default) or a comma-separated list of: {', '.join(PLL_METRICS)}; may be repeated"
@@ -273,6 +273,7 @@ def add_diagnose(commands: Subparsers) -> argparse.ArgumentParser:
         metavar="DIR",
         help="folder for the report (default: pll-diagnosis)",
     )
+    _add_resume_options(diagnose, "sentences or words")
     diagnose.add_argument("--no-progress", action="store_true", help="no progress bar")
     return diagnose
 
@@ -290,6 +291,8 @@ def run_diagnose(args: argparse.Namespace) -> None:
         column=args.column,
         device=args.device,
         progress=not args.no_progress,
+        overwrite=args.overwrite,
+        chunk_size=args.chunk_size,
     )
     report = os.path.join(args.output_dir, "report.md")
     with open(report, encoding="utf-8") as handle:
@@ -471,7 +474,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 1
     except KeyboardInterrupt as interrupt:
         signum = getattr(interrupt, "signum", signal.SIGINT)
-        resumable = getattr(args, "output", None) and args.command in RESUMABLE_COMMANDS
+        written = getattr(args, "output", None) or getattr(args, "output_dir", None)
+        resumable = written and args.command in RESUMABLE_COMMANDS
         resume = "; re-run the same command to resume" if resumable else ""
         print(
             f"pll-harness {args.command}: stopped by {signal.Signals(signum).name}{resume}.",

@@ -10,6 +10,10 @@
    Frequencies come from ``wordfreq`` (Zipf scale, log10 per billion words).
 4. With a causal LM: r between sentence PLL and the causal log-likelihood
    log P(sentence | BOS) should be positive (section 5, Figure 4).
+
+Run into an output folder, the scores go to its ``sentences.csv`` and ``words.csv`` chunk by
+chunk as they are made, as ``score`` writes its output: an interrupted run loses at most a
+chunk, and running it again resumes both files (see :mod:`pll_harness.tools.resumable`).
 """
 
 from __future__ import annotations
@@ -22,12 +26,21 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from pll_harness.loading import model_identity
 from pll_harness.tools.causal import CausalScorer
+from pll_harness.tools.interrupts import InterruptGuard
 from pll_harness.tools.metrics import metric_colour, metric_label, parse_metrics
 from pll_harness.tools.models import MLMScorers, short_model_name
 from pll_harness.tools.plotting import pyplot, save_figure
 from pll_harness.tools.progress import scoring_bar
-from pll_harness.tools.records import pll_column, score_fields
+from pll_harness.tools.records import pll_column, score_columns, score_fields
+from pll_harness.tools.resumable import RecordFile, lift_csv_field_limit
+from pll_harness.tools.score import (
+    default_chunk_size,
+    score_file,
+    score_sentences,
+    sentence_columns,
+)
 from pll_harness.tools.sentences import Sentence, eventsadapt_sentences, read_sentences
 from pll_harness.tools.statistics import pearson
 from pll_harness.tools.tables import fmt_number, markdown_table
@@ -88,59 +101,203 @@ def _oov(word_lists: Sequence[Sequence[tuple[str, int]]]) -> dict[str, float]:
     }
 
 
+WHOLE_NUMBER_COLUMNS = frozenset({"n_tokens", "n_words", "n_multi_token_words", "causal_n_tokens"})
+"""Columns of the score tables that hold counts; the other numeric ones hold floats."""
+
+TEXT_COLUMNS = frozenset({"id", "text", "model", "word"})
+
+
+def word_columns(metrics: Sequence[str], causal: bool) -> list[str]:
+    """The columns of ``words.csv``: ``model`` as in ``score``'s output, so that a resumed
+    file never mixes two models' scores."""
+    return ["word", "model", "n_tokens", "zipf", *score_columns(metrics, causal)]
+
+
+def _typed(row: dict[str, Any]) -> dict[str, Any]:
+    """A row read back from a score table with its numbers as numbers again."""
+    return {
+        key: value
+        if key in TEXT_COLUMNS
+        else int(value)
+        if key in WHOLE_NUMBER_COLUMNS
+        else float(value)
+        for key, value in row.items()
+    }
+
+
+def _sentence_rows(
+    sentences: Sequence[Sentence],
+    scorers: MLMScorers,
+    causal: CausalScorer | None,
+    output_dir: Path | None,
+    overwrite: bool,
+    chunk_size: int | None,
+    progress: bool,
+) -> list[dict[str, Any]]:
+    """One row per sentence, as ``score`` writes them; with ``output_dir`` written to its
+    ``sentences.csv`` by ``score`` itself (resumed, chunked, locked) and read back."""
+    columns = sentence_columns(scorers.metrics, causal is not None)
+    if output_dir is None:
+        bar = scoring_bar(
+            progress, len(sentences) * len(scorers.metrics), "item×metric", "sentences"
+        )
+        records = score_sentences(sentences, scorers, causal, bar)
+        if bar:
+            bar.close()
+        return [{key: record[key] for key in columns} for record in records]
+    path = output_dir / "sentences.csv"
+    score_file(
+        sentences,
+        scorers.name,
+        path,
+        chunk_size=chunk_size,
+        overwrite=overwrite,
+        progress=progress,
+        scorers=scorers,
+        causal_scorer=causal,
+    )
+    lift_csv_field_limit()
+    with open(path, encoding="utf-8", newline="") as handle:
+        rows = {row["id"]: _typed(row) for row in csv.DictReader(handle)}
+    return [rows[sentence.id] for sentence in sentences]
+
+
+def _word_lists(scorers: MLMScorers, texts: Sequence[str]) -> list[list[tuple[str, int]]]:
+    """Each text's words as PLL sees them (text, tokens), from one tokenizer call."""
+    scorer = next(iter(scorers.scorers.values()))
+    keys, jobs = scorer.distinct_jobs([("", text) for text in texts])
+    encodings = jobs.encodings
+    words = []
+    for start, stop in zip(encodings.offsets[:-1], encodings.offsets[1:], strict=True):
+        scored = encodings.scored[start:stop]
+        ids = encodings.ids[start:stop][scored].tolist()
+        tokens = scorers.tokenizer.convert_ids_to_tokens(ids)
+        words.append(
+            words_of(scorers.tokenizer, tokens, encodings.word_ids[start:stop][scored].tolist())
+        )
+    return [words[key] for key in keys]
+
+
+def _score_words(
+    words: Sequence[str],
+    scorers: MLMScorers,
+    causal: CausalScorer | None,
+    progress: Any,
+) -> list[dict[str, Any]]:
+    """Each word's row: its PLL in :data:`WORD_CONTEXT` under every metric (and the causal
+    model's log-probability) beside its frequency."""
+    from wordfreq import zipf_frequency
+
+    requests = [(WORD_CONTEXT, w) for w in words]
+    word_scores = scorers.score_requests(requests, progress.update if progress else None)
+    causal_scores = causal.score(list(words), context=WORD_CONTEXT) if causal else None
+    rows = []
+    for index, word in enumerate(words):
+        first = word_scores[scorers.metrics[0]][index]
+        row = {
+            "word": word,
+            "model": model_identity(scorers.name),
+            "n_tokens": len(first.tokens),
+            "zipf": zipf_frequency(word, "en"),
+        }
+        row.update(score_fields(word_scores, index, causal_scores))
+        rows.append(row)
+    return rows
+
+
+def _word_rows(
+    words: Sequence[str],
+    scorers: MLMScorers,
+    causal: CausalScorer | None,
+    output_dir: Path | None,
+    overwrite: bool,
+    chunk_size: int | None,
+    progress: bool,
+) -> list[dict[str, Any]]:
+    """The rows of :func:`_score_words`; with ``output_dir`` written to its ``words.csv``
+    chunk by chunk and resumed as ``score`` does with sentences."""
+    if output_dir is None:
+        bar = scoring_bar(progress, len(words) * len(scorers.metrics), "item×metric", "words")
+        rows = _score_words(words, scorers, causal, bar)
+        if bar:
+            bar.close()
+        return rows
+    path = output_dir / "words.csv"
+    columns = word_columns(scorers.metrics, causal is not None)
+    fixed = {"model": model_identity(scorers.name)}
+    with InterruptGuard() as guard:
+        table = RecordFile(path, "csv", columns, ("word",), overwrite, fixed=fixed)
+        try:
+            done = {row["word"]: _typed(row) for row in table.records}
+            foreign = done.keys() - set(words)
+            if foreign:
+                raise ValueError(
+                    f"{path} holds {len(foreign)} words that these sentences do not have (e.g. "
+                    f"{min(foreign)!r}); it was written for another dataset. Use --overwrite "
+                    "or another output folder."
+                )
+            todo = [word for word in words if word not in done]
+            size = chunk_size or default_chunk_size(scorers.device)
+            bar = scoring_bar(
+                progress, len(todo) * len(scorers.metrics), "item×metric", "words", len(done)
+            )
+            try:
+                for start in range(0, len(todo), size):
+                    rows = _score_words(todo[start : start + size], scorers, causal, bar)
+                    with guard.hold():
+                        table.append(rows)
+                    done.update((row["word"], row) for row in rows)
+            finally:
+                if bar:
+                    bar.close()
+        finally:
+            table.close()
+    return [done[word] for word in words]
+
+
 def diagnose_sentences(
     sentences: Sequence[Sentence],
     scorers: MLMScorers,
     dataset: str = "sentences",
     causal: CausalScorer | None = None,
     progress: bool = False,
+    output_dir: str | Path | None = None,
+    overwrite: bool = False,
+    chunk_size: int | None = None,
 ) -> Diagnosis:
     """Score the sentences and their distinct words under every metric and compute the
-    desiderata.  See the module docstring."""
+    desiderata.  See the module docstring.
+
+    With ``output_dir``, the scores are written to its ``sentences.csv`` and ``words.csv``
+    as they are made, and what an earlier run wrote there is resumed (``overwrite``: started
+    afresh); ``chunk_size`` items are scored and written per step (default as for
+    ``score``).
+    """
     from wordfreq import zipf_frequency
 
+    out = Path(output_dir) if output_dir is not None else None
     diag = Diagnosis(scorers.name, dataset, list(scorers.metrics), causal.name if causal else None)
+    diag.sentences = _sentence_rows(
+        sentences, scorers, causal, out, overwrite, chunk_size, progress
+    )
     texts = [s.text for s in sentences]
-    bar = scoring_bar(progress, len(texts) * len(scorers.metrics), "item×metric", "sentences")
-    per_metric = scorers.score(texts, bar.update if bar else None)
-    if bar:
-        bar.close()
-    causal_scores = causal.score(texts) if causal is not None else None
-
-    word_lists = []
+    word_lists = _word_lists(scorers, texts)
     vocabulary: dict[str, None] = {}
-    for index, sentence in enumerate(sentences):
-        first = per_metric[scorers.metrics[0]][index]
-        words = words_of(scorers.tokenizer, first.tokens, scorers.word_ids(sentence.text))
-        word_lists.append(words)
+    for words in word_lists:
         for position, (word, _) in enumerate(words):
             if is_wordlike(word):
                 vocabulary.setdefault(word.lower() if position == 0 else word)
-        row: dict[str, Any] = {"id": sentence.id, "text": sentence.text}
-        row["n_tokens"] = len(first.tokens)
-        row.update(score_fields(per_metric, index, causal_scores))
-        diag.sentences.append(row)
     diag.oov["mlm"] = _oov(word_lists)
     if causal is not None:
         causal_words = []
-        for sentence in sentences:
-            tokens = causal.tokenizer.convert_ids_to_tokens(causal.encode(sentence.text))
-            causal_words.append(words_of(causal.tokenizer, tokens, causal.word_ids(sentence.text)))
+        for text in texts:
+            tokens = causal.tokenizer.convert_ids_to_tokens(causal.encode(text))
+            causal_words.append(words_of(causal.tokenizer, tokens, causal.word_ids(text)))
         diag.oov[CAUSAL] = _oov(causal_words)
 
     words = [w for w in vocabulary if zipf_frequency(w, "en") > 0]
     diag.words_without_frequency = len(vocabulary) - len(words)
-    requests = [(WORD_CONTEXT, w) for w in words]
-    bar = scoring_bar(progress, len(words) * len(scorers.metrics), "item×metric", "words")
-    word_scores = scorers.score_requests(requests, bar.update if bar else None)
-    if bar:
-        bar.close()
-    causal_word_scores = causal.score(words, context=WORD_CONTEXT) if causal else None
-    for index, word in enumerate(words):
-        first = word_scores[scorers.metrics[0]][index]
-        row = {"word": word, "n_tokens": len(first.tokens), "zipf": zipf_frequency(word, "en")}
-        row.update(score_fields(word_scores, index, causal_word_scores))
-        diag.words.append(row)
+    diag.words = _word_rows(words, scorers, causal, out, overwrite, chunk_size, progress)
 
     for name in diag.series:
         column, lengths = diag.score_column(name), diag.length_column(name)
@@ -313,9 +470,10 @@ def _pct(value: float) -> str:
     return "–" if math.isnan(value) else f"{value:.1%}"
 
 
-def write_outputs(diag: Diagnosis, output_dir: str | Path) -> Path:
-    """Write ``report.md``, the PNG plots and ``sentences.csv`` / ``words.csv`` to
-    ``output_dir``; return the report's path."""
+def write_outputs(diag: Diagnosis, output_dir: str | Path, tables: bool = True) -> Path:
+    """Write ``report.md``, the PNG plots and (``tables``; not where the scoring wrote
+    them as it went) ``sentences.csv`` / ``words.csv`` to ``output_dir``; return the
+    report's path."""
     out = Path(output_dir)
     out.mkdir(parents=True, exist_ok=True)
     images = {
@@ -324,7 +482,8 @@ def write_outputs(diag: Diagnosis, output_dir: str | Path) -> Path:
     }
     if diag.causal:
         images["causal"] = save_figure(plot_causal(diag), out / "causal.png").name
-    for name, rows in (("sentences.csv", diag.sentences), ("words.csv", diag.words)):
+    written = (("sentences.csv", diag.sentences), ("words.csv", diag.words)) if tables else ()
+    for name, rows in written:
         with open(out / name, "w", encoding="utf-8", newline="") as handle:
             if rows:
                 writer = csv.DictWriter(handle, list(rows[0]))
@@ -363,11 +522,15 @@ def diagnose(
     column: str | None = None,
     device: str | None = None,
     progress: bool = False,
+    overwrite: bool = False,
+    chunk_size: int | None = None,
 ) -> Diagnosis:
     """Run the diagnosis of ``model`` on ``dataset`` (``eventsadapt``, the packaged pairs,
     or a sentence file as for ``score``) and write the report to ``output_dir``.
 
-    ``limit`` keeps the first sentences of a file, or the first pairs of EventsAdapt.
+    ``limit`` keeps the first sentences of a file, or the first pairs of EventsAdapt.  The
+    scores go to the folder as they are made, and a re-run resumes them (``overwrite``
+    starts afresh; see :func:`diagnose_sentences`).
     """
     if dataset == "eventsadapt":
         sentences = eventsadapt_sentences(limit)
@@ -378,6 +541,15 @@ def diagnose(
     _prepare_output_dir(output_dir)
     scorers = MLMScorers(model, parse_metrics(metrics), device=device)
     causal_scorer = CausalScorer(causal, device=device) if causal else None
-    diag = diagnose_sentences(sentences, scorers, dataset, causal_scorer, progress=progress)
-    write_outputs(diag, output_dir)
+    diag = diagnose_sentences(
+        sentences,
+        scorers,
+        dataset,
+        causal_scorer,
+        progress=progress,
+        output_dir=output_dir,
+        overwrite=overwrite,
+        chunk_size=chunk_size,
+    )
+    write_outputs(diag, output_dir, tables=False)
     return diag
