@@ -21,7 +21,8 @@ from __future__ import annotations
 import csv
 import math
 import tempfile
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -125,34 +126,51 @@ def _typed(row: dict[str, Any]) -> dict[str, Any]:
     }
 
 
+@dataclass(frozen=True)
+class Keeping:
+    """Where scores are kept as they are made: in memory (``folder`` None), or in the
+    folder's tables, written ``chunk_size`` items at a time and resumed unless
+    ``overwrite``."""
+
+    folder: Path | None = None
+    overwrite: bool = False
+    chunk_size: int | None = None
+    progress: bool = False
+
+
+@contextmanager
+def _bar(keeping: Keeping, steps: int, what: str, done: int = 0) -> Iterator[Any]:
+    """The scoring bar of ``steps`` item×metric steps, closed however the block ends (None
+    without progress)."""
+    bar = scoring_bar(keeping.progress, steps, "item×metric", what, done)
+    try:
+        yield bar
+    finally:
+        if bar is not None:
+            bar.close()
+
+
 def _sentence_rows(
     sentences: Sequence[Sentence],
     scorers: MLMScorers,
     causal: CausalScorer | None,
-    output_dir: Path | None,
-    overwrite: bool,
-    chunk_size: int | None,
-    progress: bool,
+    keeping: Keeping,
 ) -> list[dict[str, Any]]:
-    """One row per sentence, as ``score`` writes them; with ``output_dir`` written to its
+    """One row per sentence, as ``score`` writes them; with a folder written to its
     ``sentences.csv`` by ``score`` itself (resumed, chunked, locked) and read back."""
     columns = sentence_columns(scorers.metrics, causal is not None)
-    if output_dir is None:
-        bar = scoring_bar(
-            progress, len(sentences) * len(scorers.metrics), "item×metric", "sentences"
-        )
-        records = score_sentences(sentences, scorers, causal, bar)
-        if bar:
-            bar.close()
+    if keeping.folder is None:
+        with _bar(keeping, len(sentences) * len(scorers.metrics), "sentences") as bar:
+            records = score_sentences(sentences, scorers, causal, bar)
         return [{key: record[key] for key in columns} for record in records]
-    path = output_dir / "sentences.csv"
+    path = keeping.folder / "sentences.csv"
     score_file(
         sentences,
         scorers.name,
         path,
-        chunk_size=chunk_size,
-        overwrite=overwrite,
-        progress=progress,
+        chunk_size=keeping.chunk_size,
+        overwrite=keeping.overwrite,
+        progress=keeping.progress,
         scorers=scorers,
         causal_scorer=causal,
     )
@@ -209,24 +227,18 @@ def _word_rows(
     words: Sequence[str],
     scorers: MLMScorers,
     causal: CausalScorer | None,
-    output_dir: Path | None,
-    overwrite: bool,
-    chunk_size: int | None,
-    progress: bool,
+    keeping: Keeping,
 ) -> list[dict[str, Any]]:
-    """The rows of :func:`_score_words`; with ``output_dir`` written to its ``words.csv``
+    """The rows of :func:`_score_words`; with a folder written to its ``words.csv``
     chunk by chunk and resumed as ``score`` does with sentences."""
-    if output_dir is None:
-        bar = scoring_bar(progress, len(words) * len(scorers.metrics), "item×metric", "words")
-        rows = _score_words(words, scorers, causal, bar)
-        if bar:
-            bar.close()
-        return rows
-    path = output_dir / "words.csv"
+    if keeping.folder is None:
+        with _bar(keeping, len(words) * len(scorers.metrics), "words") as bar:
+            return _score_words(words, scorers, causal, bar)
+    path = keeping.folder / "words.csv"
     columns = word_columns(scorers.metrics, causal is not None)
     fixed = {"model": model_identity(scorers.name)}
     with InterruptGuard() as guard:
-        table = RecordFile(path, "csv", columns, ("word",), overwrite, fixed=fixed)
+        table = RecordFile(path, "csv", columns, ("word",), keeping.overwrite, fixed=fixed)
         try:
             done = {row["word"]: _typed(row) for row in table.records}
             foreign = done.keys() - set(words)
@@ -237,19 +249,14 @@ def _word_rows(
                     "or another output folder."
                 )
             todo = [word for word in words if word not in done]
-            size = chunk_size or default_chunk_size(scorers.device)
-            bar = scoring_bar(
-                progress, len(todo) * len(scorers.metrics), "item×metric", "words", len(done)
-            )
-            try:
+            size = keeping.chunk_size or default_chunk_size(scorers.device)
+            steps = len(todo) * len(scorers.metrics)
+            with _bar(keeping, steps, "words", len(done)) as bar:
                 for start in range(0, len(todo), size):
                     rows = _score_words(todo[start : start + size], scorers, causal, bar)
                     with guard.hold():
                         table.append(rows)
                     done.update((row["word"], row) for row in rows)
-            finally:
-                if bar:
-                    bar.close()
         finally:
             table.close()
     return [done[word] for word in words]
@@ -275,11 +282,11 @@ def diagnose_sentences(
     """
     from wordfreq import zipf_frequency
 
-    out = Path(output_dir) if output_dir is not None else None
-    diag = Diagnosis(scorers.name, dataset, list(scorers.metrics), causal.name if causal else None)
-    diag.sentences = _sentence_rows(
-        sentences, scorers, causal, out, overwrite, chunk_size, progress
+    keeping = Keeping(
+        Path(output_dir) if output_dir is not None else None, overwrite, chunk_size, progress
     )
+    diag = Diagnosis(scorers.name, dataset, list(scorers.metrics), causal.name if causal else None)
+    diag.sentences = _sentence_rows(sentences, scorers, causal, keeping)
     texts = [s.text for s in sentences]
     word_lists = _word_lists(scorers, texts)
     vocabulary: dict[str, None] = {}
@@ -297,7 +304,7 @@ def diagnose_sentences(
 
     words = [w for w in vocabulary if zipf_frequency(w, "en") > 0]
     diag.words_without_frequency = len(vocabulary) - len(words)
-    diag.words = _word_rows(words, scorers, causal, out, overwrite, chunk_size, progress)
+    diag.words = _word_rows(words, scorers, causal, keeping)
 
     for name in diag.series:
         column, lengths = diag.score_column(name), diag.length_column(name)
