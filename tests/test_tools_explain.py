@@ -12,6 +12,7 @@ from pll_harness.metrics import PLL_METRICS
 from pll_harness.scorer import PLLScorer
 from pll_harness.tools.cli import main
 from pll_harness.tools.explain import (
+    Explanation,
     align,
     difference_report,
     explain,
@@ -89,6 +90,23 @@ def test_plot_has_one_bar_per_token_and_metric(scorers, tmp_path):
     out = tmp_path / "fig.png"
     fig.savefig(out)
     assert_png(out)
+
+
+def test_plot_shows_dollar_signs_as_written(tmp_path):
+    """Matplotlib reads text between two ``$`` as TeX: a sentence about prices would be
+    drawn garbled, or fail to draw at all."""
+    text = "It costs $5 or $_$."
+    tokens = ("It", "costs", "$", "5", "or", "$", "_", "$", ".")
+    word_ids = (0, 1, 2, 3, 4, 5, 5, 5, 6)
+    words = ("It", "costs", "$", "5", "or", "$_$", ".")
+    explanation = Explanation(text, tokens, word_ids, words, {"original": (-1.0,) * len(tokens)})
+    fig = plot_explanations([explanation], title="$model$")
+    fig.savefig(tmp_path / "prices.png")
+    (ax,) = fig.axes
+    assert ax.get_title() == text
+    assert [t.get_text() for t in ax.get_xticklabels()] == list(tokens)
+    shown = [ax.title, fig._suptitle, *ax.get_xticklabels()]
+    assert not any(t.get_parse_math() for t in [*shown, *ax.texts])
 
 
 def test_explain_function_and_cli(tiny_roberta_dir, tmp_path, capsys):

@@ -180,7 +180,8 @@ def plot_explanations(explanations: Sequence[Explanation], title: str | None = N
     on a shaded band labelled with the word.  One panel per sentence (shared y axis).
 
     Returns the matplotlib Figure; each panel's bars are in ``ax.containers`` (one
-    BarContainer per metric, one bar per token).
+    BarContainer per metric, one bar per token).  Texts are drawn as written
+    (``parse_math=False``): matplotlib would read a sentence's ``$5 or $6`` as TeX.
     """
     plt = pyplot()
     n = len(explanations)
@@ -192,7 +193,7 @@ def plot_explanations(explanations: Sequence[Explanation], title: str | None = N
     for ax, explanation in zip(axes[:, 0], explanations, strict=True):
         _draw_panel(ax, explanation, floor)
     if title:
-        fig.suptitle(title, fontsize=10)
+        fig.suptitle(title, fontsize=10, parse_math=False)
     fig.tight_layout()
     return fig
 
@@ -214,6 +215,7 @@ def _draw_panel(ax: Any, explanation: Explanation, floor: float) -> None:
                 fontsize=9,
                 fontstyle="italic",
                 color="#8e0152",
+                parse_math=False,
             )
     for k, metric in enumerate(metrics):
         offsets = [t - 0.4 + width * (k + 0.5) for t in range(n_tokens)]
@@ -227,11 +229,13 @@ def _draw_panel(ax: Any, explanation: Explanation, floor: float) -> None:
         )
     ax.axhline(0, color="black", lw=0.6)
     ax.set_xticks(range(n_tokens))
-    ax.set_xticklabels(explanation.tokens, rotation=0 if n_tokens < 12 else 45, fontsize=9)
+    ax.set_xticklabels(
+        explanation.tokens, rotation=0 if n_tokens < 12 else 45, fontsize=9, parse_math=False
+    )
     ax.set_xlim(-0.6, n_tokens - 0.4)
     ax.set_ylim(floor * 1.05, headroom)
     ax.set_ylabel("token log-prob (nats)")
-    ax.set_title(explanation.text, fontsize=10)
+    ax.set_title(explanation.text, fontsize=10, parse_math=False)
     ax.legend(
         loc="upper left",
         bbox_to_anchor=(1.01, 1.0),
