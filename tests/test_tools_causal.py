@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import json
 import math
+from pathlib import Path
 
 import pytest
 from tools_support import causal_reference
 
 from pll_harness.tools.causal import CausalScorer
+from pll_harness.tools.words import words_of
 
 PARAGRAPH = "The traveler lost the souvenir. A cat sat on the mat. She is a nurse."
 
@@ -39,3 +42,71 @@ def test_a_context_is_visible_and_not_scored(tiny_gpt2):
         causal_reference(tiny_gpt2, " the souvenir.", context="The traveler lost"), abs=1e-4
     )
     assert given.logprob != pytest.approx(alone.logprob, abs=1e-4)
+
+
+def build_tiny_llama(folder: Path) -> Path:
+    """A random 1-layer Llama with transformers' own ``LlamaTokenizer`` (BPE over a
+    Metaspace pre-tokenizer that does not split at spaces, as Llama's and Mistral's do),
+    trained on a few sentences; it adds ``<s>`` itself."""
+    import torch
+    from tokenizers import Tokenizer, models, pre_tokenizers, trainers
+    from transformers import LlamaConfig, LlamaForCausalLM, LlamaTokenizer
+
+    bpe = Tokenizer(models.BPE(unk_token="<unk>"))
+    bpe.pre_tokenizer = pre_tokenizers.Metaspace()
+    trainer = trainers.BpeTrainer(vocab_size=120, special_tokens=["<unk>", "<s>", "</s>"])
+    bpe.train_from_iterator([PARAGRAPH] * 20, trainer)
+    learnt = json.loads(bpe.to_str())["model"]
+    tokenizer = LlamaTokenizer(vocab=learnt["vocab"], merges=[tuple(m) for m in learnt["merges"]])
+    tokenizer.save_pretrained(folder)
+    torch.manual_seed(0)
+    config = LlamaConfig(
+        vocab_size=len(tokenizer),
+        hidden_size=16,
+        intermediate_size=32,
+        num_hidden_layers=1,
+        num_attention_heads=2,
+        max_position_embeddings=64,
+        bos_token_id=tokenizer.bos_token_id,
+        eos_token_id=tokenizer.eos_token_id,
+    )
+    LlamaForCausalLM(config).eval().save_pretrained(folder)
+    return folder
+
+
+@pytest.fixture(scope="module")
+def tiny_llama(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return build_tiny_llama(tmp_path_factory.mktemp("llama") / "tiny-llama")
+
+
+def test_a_tokenizer_that_adds_bos_itself_gets_one_bos(tiny_llama):
+    """Llama's tokenizer adds ``<s>`` itself: the text is still scored after one BOS,
+    in a batch of several lengths (right-padded) as alone."""
+    scorer = CausalScorer(str(tiny_llama), device="cpu", batch_size=3)
+    texts = ["A cat sat.", "She is a nurse.", " The traveler lost the souvenir. ", "x", ""]
+    scores = scorer.score(texts)
+    for text, score in zip(texts, scores, strict=True):
+        assert score.logprob == pytest.approx(causal_reference(tiny_llama, text), abs=1e-4)
+    assert "<s>" not in scores[0].tokens
+
+
+def test_words_break_at_spaces_when_the_tokenizer_does_not_pre_tokenize(tiny_llama, tiny_gpt2):
+    """Llama's tokenizer gives every token of a sentence word id 0; the causal OOV ratio
+    of ``diagnose`` needs its words, split at whitespace."""
+    for folder, expected in [
+        (tiny_llama, ["A", "cat", "sat", "on", "the", "mat."]),
+        (tiny_gpt2, ["A", "cat", "sat", "on", "the", "mat", "."]),
+    ]:
+        scorer = CausalScorer(str(folder), device="cpu")
+        text = " A cat sat on the mat."
+        tokens = scorer.tokenizer.convert_ids_to_tokens(scorer.encode(text))
+        words = words_of(scorer.tokenizer, tokens, scorer.word_ids(text))
+        assert [word for word, _ in words] == expected
+        assert sum(n for _, n in words) == len(tokens)
+
+
+def test_a_masked_lm_is_refused(tiny_model_dir):
+    """BERT and RoBERTa load as ``AutoModelForCausalLM`` but attend both ways: their
+    "causal" log-likelihoods would be meaningless numbers."""
+    with pytest.raises(ValueError, match="not a causal LM"):
+        CausalScorer(tiny_model_dir, device="cpu")

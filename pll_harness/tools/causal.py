@@ -7,6 +7,16 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from pll_harness.tools.words import split_at_whitespace
+
+PROBE = "The cat sat on the mat."
+"""A text whose first tokens test that a loaded model is causal."""
+
+CAUSAL_TOLERANCE = 1e-2
+"""How far (nats) a causal model's predictions may move when a later token is appended:
+float rounding of two sequence lengths (TF32 or fused kernels on a GPU) stays far below it,
+while a masked LM's move by nats (4.3 on the tiny test models)."""
+
 
 @dataclass(frozen=True)
 class CausalScore:
@@ -53,6 +63,12 @@ class CausalScorer:
                 model, trust_remote_code=trust_remote_code, dtype=torch.float32
             )
         self.model = loaded.to(self.device).eval()
+        if not self._sees_only_the_past():
+            raise ValueError(
+                f"{model!r} is not a causal LM: its prediction for a token changes with the "
+                "tokens after it (a masked LM such as BERT loads as a causal model but "
+                f"attends both ways). --causal needs {CAUSAL_LM_HINT}."
+            )
         tok = self.tokenizer
         self.bos = tok.bos_token_id if tok.bos_token_id is not None else tok.eos_token_id
         if self.bos is None:
@@ -63,16 +79,34 @@ class CausalScorer:
         self.max_length = int(positions)
         self.batch_size = batch_size
 
+    def _sees_only_the_past(self) -> bool:
+        """Whether appending a token leaves the predictions before it unchanged.  Asked of
+        the model itself, since ``AutoModelForCausalLM`` also loads masked LMs (BERT,
+        RoBERTa) without ``is_decoder``: they then attend both ways and would give
+        meaningless numbers without an error."""
+        import torch
+
+        probe = self.encode(PROBE)[:3]
+        with torch.no_grad():
+            longer = self.model(torch.tensor([probe], device=self.device)).logits.float()
+            shorter = self.model(torch.tensor([probe[:-1]], device=self.device)).logits.float()
+        before = longer[:, :-1].log_softmax(-1)
+        return torch.allclose(before, shorter.log_softmax(-1), atol=CAUSAL_TOLERANCE, rtol=0.0)
+
     def encode(self, text: str) -> list[int]:
         return list(self.tokenizer(text.strip(), add_special_tokens=False)["input_ids"])
 
     def word_ids(self, text: str) -> list[int]:
-        """Word index per token (fast tokenizers), or one word per token otherwise."""
-        enc = self.tokenizer(text.strip(), add_special_tokens=False)
+        """Word index per token (fast tokenizers), or one word per token otherwise.  Words
+        also break at whitespace: Llama's, Mistral's and Gemma's tokenizers do not split
+        at spaces before BPE, so their own word ids make a whole sentence one word."""
+        text = text.strip()
         try:
-            return [-1 if w is None else w for w in enc.word_ids()]
-        except (ValueError, AttributeError):
-            return list(range(len(enc["input_ids"])))
+            enc = self.tokenizer(text, add_special_tokens=False, return_offsets_mapping=True)
+            ids = enc.word_ids()
+        except (ValueError, AttributeError, NotImplementedError):
+            return list(range(len(self.encode(text))))
+        return split_at_whitespace(text, ids, enc["offset_mapping"])
 
     def score(self, texts: Sequence[str], context: str = "") -> list[CausalScore]:
         """Score each text (given an optional ``context``, visible and never scored)."""

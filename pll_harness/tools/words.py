@@ -30,6 +30,24 @@ def word_spans(ids: Sequence[int]) -> list[tuple[int, int]]:
     return spans if ids else []
 
 
+def split_at_whitespace(
+    text: str, ids: Sequence[int | None], offsets: Sequence[tuple[int, int]]
+) -> list[int]:
+    """Word ids (numbered from 0) that also start a new word at a token after whitespace
+    or beginning with it, given each token's character ``offsets`` in ``text``; tokens
+    outside any word (``None``) get -1.  A tokenizer that does not pre-tokenize at
+    spaces (Llama's Metaspace without ``split``) gives one word id to a whole text."""
+    result: list[int] = []
+    count, previous, end = -1, None, 0
+    for word, (start, stop) in zip(ids, offsets, strict=True):
+        after_space = any(ch.isspace() for ch in text[end : start + 1])
+        if word is not None and (word != previous or after_space):
+            count += 1
+        result.append(-1 if word is None else count)
+        previous, end = word, max(end, stop)
+    return result
+
+
 def words_of(tokenizer: Any, tokens: Sequence[str], ids: Sequence[int]) -> list[tuple[str, int]]:
     """Each word of a token sequence: its text (the tokenizer joins its pieces) and how
     many tokens it takes."""
