@@ -18,8 +18,9 @@ Each :class:`Architecture` names a transformers ``*ForMaskedLM`` class and says
 
 Adding an architecture is one entry in ``ARCHITECTURES`` plus its tiny test config in
 ``tests/test_architectures.py``, whose tests fail until both are right.  A model of any
-other class still scores correctly (full logits, no position offset, the tokenizer's own
-limit), only more slowly.
+other class still scores correctly (full logits, within its tokenizer's and position
+table's limits), only more slowly; so does one whose class only shares a listed name
+(``trust_remote_code`` code).
 """
 
 from __future__ import annotations
@@ -302,7 +303,8 @@ def _modernbert_last_layer(model: torch.nn.Module) -> LastLayer | None:
     """ModernBertEncoderLayer: pre-norm, one fused query-key-value projection, rotary
     positions and a gated feed-forward block; the base model's final norm follows the last
     layer, so it is applied here.  A last layer with sliding-window attention (not the
-    layout of the released checkpoints, whose last layer is global) runs in full."""
+    layout of the released checkpoints, whose last layer is global) runs in full, as does
+    one whose weights accelerate offloaded."""
     base = model.base_model
     layer = base.layers[-1]
     # transformers 4's layers keep their rotary embedding inside the attention module and
@@ -314,6 +316,10 @@ def _modernbert_last_layer(model: torch.nn.Module) -> LastLayer | None:
     from transformers.models.modernbert.modeling_modernbert import apply_rotary_pos_emb
 
     attention = layer.attn
+    # Its fused projection is read here, not called: weights that accelerate offloaded
+    # (device_map with "cpu" or "disk") are loaded only for the module's own forward.
+    if attention.Wqkv.weight.is_meta:
+        return None
     heads, size = model.config.num_attention_heads, attention.head_dim
     width = heads * size
 
@@ -365,17 +371,33 @@ ARCHITECTURES: dict[str, Architecture] = {
 
 
 def architecture_of(model: torch.nn.Module) -> Architecture | None:
-    """The spec of ``model``'s class, or None for a class without one."""
-    return ARCHITECTURES.get(type(model).__name__)
+    """The spec of ``model``'s class, or None for a class without one.  Only transformers'
+    own classes match: remote code (``trust_remote_code``) may call its class
+    ``BertForMaskedLM`` while its layers differ (MosaicBERT-style code attends with ALiBi
+    through a fused projection), and a spec applied to such layers fails or, where the
+    module names agree, silently scores other numbers."""
+    model_class = type(model)
+    if not model_class.__module__.startswith("transformers.models."):
+        return None
+    return ARCHITECTURES.get(model_class.__name__)
+
+
+def _unlisted_offset(model: torch.nn.Module) -> int:
+    """The position offset of a class without a spec: fairseq-style tables (RoBERTa's
+    descendants without a spec, e.g. XLM-RoBERTa-XL, RoBERTa-PreLayerNorm, X-MOD, MPNet)
+    mark it with a padding row, after which their positions start."""
+    embeddings = getattr(model.base_model, "embeddings", None)
+    padding = getattr(getattr(embeddings, "position_embeddings", None), "padding_idx", None)
+    return 0 if padding is None else int(padding) + 1
 
 
 def max_positions(model: torch.nn.Module) -> int | None:
     """How many tokens, special tokens included, the model's positions allow (None when
-    its config declares no limit).  A model without a spec is taken to number its
-    positions from 0."""
+    its config declares no limit)."""
     config = model.config
     positions = getattr(config, "max_position_embeddings", None)
     if not positions:
         return None
     spec = architecture_of(model)
-    return int(positions) - (spec.position_offset(config) if spec is not None else 0)
+    offset = spec.position_offset(config) if spec is not None else _unlisted_offset(model)
+    return int(positions) - offset

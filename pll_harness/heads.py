@@ -95,18 +95,35 @@ def _target_states(base: torch.nn.Module, last: LastLayer | None) -> TargetState
 
 
 def split_masked_lm(model: torch.nn.Module) -> MaskedLMParts:
-    """Target states and head of a supported architecture, or a full-logits fallback."""
+    """Target states and head of a supported architecture, or a full-logits fallback.
+
+    The head's projection is read rather than called (see
+    :class:`pll_harness.architectures.Head`), so a projection that accelerate offloaded
+    (``device_map`` with ``"cpu"`` or ``"disk"``: its weight or bias stays on the meta
+    device outside the module's own forward) takes the fallback too."""
     spec = architecture_of(model)
-    if spec is not None:
-        states = _target_states(model.base_model, spec.last_layer(model))
-        return MaskedLMParts(states, spec.head(model), True)
-    logger.warning(
-        "%s is not one of the architectures whose MLM head pll_harness applies at target "
-        "positions only (%s); falling back to full logits, which is slower and uses more "
-        "memory. Scores are unaffected.",
-        type(model).__name__,
-        ", ".join(ARCHITECTURES),
-    )
+    if spec is None:
+        logger.warning(
+            "%s is not one of the architectures whose MLM head pll_harness applies at target "
+            "positions only (%s); falling back to full logits, which is slower and uses more "
+            "memory. Scores are unaffected.",
+            type(model).__name__,
+            ", ".join(ARCHITECTURES),
+        )
+        return _full_logits(model)
+    head = spec.head(model)
+    if any(tensor is not None and tensor.is_meta for tensor in head.projection()):
+        logger.warning(
+            "The MLM head of %s is offloaded (device_map); computing full logits, which is "
+            "slower. Scores are unaffected.",
+            type(model).__name__,
+        )
+        return _full_logits(model)
+    return MaskedLMParts(_target_states(model.base_model, spec.last_layer(model)), head, True)
+
+
+def _full_logits(model: torch.nn.Module) -> MaskedLMParts:
+    """The model's own forward, its logits gathered at the targets."""
 
     def full_logits(input_ids: torch.Tensor, rows: torch.Tensor, positions: torch.Tensor):
         return model(input_ids=input_ids, attention_mask=None).logits[rows, positions]

@@ -238,3 +238,38 @@ def test_the_engine_scores_every_architecture_like_the_naive_reference(
     for result, sentence in zip(scorer.score(sentences), sentences, strict=True):
         expected = naive_pll(model64, tokenizer, "", sentence, "word_l2r")
         assert result.token_logprobs == pytest.approx(expected, abs=1e-4)
+
+
+class BertForMaskedLM(transformers.BertForMaskedLM):
+    """Remote code's way: a class named like a supported one whose layers differ (here
+    only in the attention's scale, which the spec's last layer does not read)."""
+
+    def __init__(self, config: transformers.BertConfig) -> None:
+        super().__init__(config)
+        for layer in self.bert.encoder.layer:
+            layer.attention.self.scaling = 1.0
+
+
+def test_a_class_that_only_shares_a_supported_name_scores_its_own_logits():
+    torch.manual_seed(0)
+    model = BertForMaskedLM(transformers.BertConfig(**SMALL)).eval()
+    parts = split_masked_lm(model)
+    input_ids = tokens(2, 9)
+    rows, cols = torch.tensor([0, 1]), torch.tensor([2, 7])
+    with torch.no_grad():
+        gathered = parts.head(parts.states(input_ids, rows, cols))
+        expected = model(input_ids=input_ids).logits[rows, cols]
+    torch.testing.assert_close(gathered, expected, atol=1e-5, rtol=1e-5)
+
+
+def test_an_unlisted_fairseq_style_model_stops_before_its_padding_rows():
+    """A RoBERTa descendant without a spec numbers its positions from ``pad + 1`` too; with
+    a tokenizer that declares no limit, the table is all that bounds its inputs."""
+    config = transformers.RobertaPreLayerNormConfig(**SMALL, **FAIRSEQ)
+    model = transformers.RobertaPreLayerNormForMaskedLM(config).eval()
+    limit = max_positions(model)
+    assert limit == SMALL["max_position_embeddings"] - FAIRSEQ["pad_token_id"] - 1
+    with torch.no_grad():
+        model(input_ids=tokens(1, limit))
+        with pytest.raises((IndexError, RuntimeError)):
+            model(input_ids=tokens(1, limit + 1))

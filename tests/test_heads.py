@@ -82,3 +82,43 @@ def test_unknown_architecture_falls_back_to_full_logits(caplog):
         logits = parts.states(input_ids, ROWS, POSITIONS)
         expected = model(input_ids, None).logits[ROWS, POSITIONS]
     torch.testing.assert_close(parts.head(logits), expected)
+
+
+def _offloaded(model: torch.nn.Module, device_map: dict, tmp_path) -> torch.nn.Module:
+    """``model`` saved and loaded again with some modules offloaded to disk by accelerate:
+    their weights stay on the meta device outside their own forward."""
+    model.save_pretrained(tmp_path / "model")
+    return transformers.AutoModelForMaskedLM.from_pretrained(
+        tmp_path / "model", device_map=device_map, offload_folder=str(tmp_path / "offload")
+    ).eval()
+
+
+def test_offloaded_weights_that_the_specs_read_directly_still_give_the_models_logits(tmp_path):
+    """The head's projection (every spec) and ModernBERT's fused query-key-value projection
+    are read as tensors rather than called, which an offloaded module does not allow."""
+    torch.manual_seed(0)
+    bert = _offloaded(
+        transformers.BertForMaskedLM(TINY_BERT),
+        {"bert.embeddings": "disk", "bert.encoder": "cpu", "cls": "disk"},
+        tmp_path / "bert",
+    )
+    modernbert_config = transformers.ModernBertConfig(
+        **{k: getattr(TINY_BERT, k) for k in ("vocab_size", "hidden_size", "intermediate_size")},
+        num_hidden_layers=2,
+        num_attention_heads=2,
+        global_attn_every_n_layers=1,
+        pad_token_id=0,
+    )
+    modernbert = _offloaded(
+        transformers.ModernBertForMaskedLM(modernbert_config),
+        {"model.embeddings": "cpu", "model.layers.0": "cpu", "model.layers.1": "disk"}
+        | {"model.final_norm": "cpu", "head": "cpu", "decoder": "cpu"},
+        tmp_path / "modernbert",
+    )
+    input_ids = torch.randint(3, 97, (2, 5))
+    for model in (bert, modernbert):
+        parts = split_masked_lm(model)
+        with torch.no_grad():
+            logits = parts.head(parts.states(input_ids, ROWS, POSITIONS))
+            expected = model(input_ids=input_ids).logits[ROWS, POSITIONS]
+        torch.testing.assert_close(logits, expected, atol=1e-5, rtol=1e-5)
