@@ -8,6 +8,7 @@ can look inside a sentence score, not only at its sum.
 
 from __future__ import annotations
 
+import copy
 import inspect
 import logging
 import math
@@ -139,7 +140,8 @@ class PLLScorer:
             vocab_size=_vocab_size(model),
         )
         self._vocabulary: list[str] | None = None
-        self._warned_truncation = False
+        self._warned: set[str] = set()
+        """The one-time warnings already given, shared with :meth:`with_metric`'s scorers."""
         self._literal_specials = np.array(
             sorted(set(tokenizer.all_special_ids) - {tokenizer.unk_token_id}), dtype=np.int64
         )
@@ -148,7 +150,6 @@ class PLLScorer:
             sorted(boundaries - {None, tokenizer.mask_token_id, tokenizer.unk_token_id}),
             dtype=np.int64,
         )
-        self._warned_literal_specials = False
 
     @classmethod
     def from_pretrained(
@@ -178,6 +179,23 @@ class PLLScorer:
             max_length=max_length,
         )
 
+    def with_metric(self, pll_metric: str) -> PLLScorer:
+        """This scorer under another metric: the same model, tokenizer, settings and runner,
+        so that a tool scoring every metric loads and prepares the model once, and says each
+        one-time warning once rather than once per metric."""
+        metric = get_metric(pll_metric)
+        require_fast_tokenizer(self.tokenizer, pll_metric, metric.word_level)
+        sibling = copy.copy(self)
+        sibling._metric, sibling.metric = metric, metric.name
+        return sibling
+
+    def _warn_once(self, case: str, message: str, *args: Any) -> None:
+        """Log ``message`` the first time ``case`` arises (for this scorer and its
+        :meth:`with_metric` siblings)."""
+        if case not in self._warned:
+            self._warned.add(case)
+            logger.warning(message, *args)
+
     @property
     def capacity(self) -> int:
         """Text tokens that fit in one forward pass beside the special tokens."""
@@ -196,9 +214,11 @@ class PLLScorer:
         texts = [texts] if isinstance(texts, str) else list(_texts(texts))
         empty = sum(not text.strip() for text in texts)
         if empty:
-            logger.warning(
+            self._warn_once(
+                "empty",
                 "%d of %d texts are empty or only whitespace: each scores 0.0 (probability 1) "
-                "and would beat any sentence it is compared with.",
+                "and would beat any sentence it is compared with. Further cases are not "
+                "reported.",
                 empty,
                 len(texts),
             )
@@ -238,18 +258,17 @@ class PLLScorer:
         found = np.isin(encodings.ids, self._literal_specials)
         if not found.any():
             return encodings
-        if not self._warned_literal_specials:
-            token = self.tokenizer.convert_ids_to_tokens(int(encodings.ids[found.argmax()]))
-            logger.warning(
-                "%d tokens of the input are special tokens written out in the text (e.g. %r), "
-                "which the tokenizer turns into the special token itself: sentence boundaries "
-                "and padding stay visible but are not scored, others (such as the mask token) "
-                "are scored like words, and the model sees them as such. Remove them from the "
-                "text if that is not what you mean. Further cases are not reported.",
-                int(found.sum()),
-                token,
-            )
-            self._warned_literal_specials = True
+        token = self.tokenizer.convert_ids_to_tokens(int(encodings.ids[found.argmax()]))
+        self._warn_once(
+            "literal specials",
+            "%d tokens of the input are special tokens written out in the text (e.g. %r), "
+            "which the tokenizer turns into the special token itself: sentence boundaries "
+            "and padding stay visible but are not scored, others (such as the mask token) "
+            "are scored like words, and the model sees them as such. Remove them from the "
+            "text if that is not what you mean. Further cases are not reported.",
+            int(found.sum()),
+            token,
+        )
         boundary = np.isin(encodings.ids, self._boundaries)
         return encodings.with_scored(encodings.scored & ~boundary)
 
@@ -272,14 +291,14 @@ class PLLScorer:
     def plan_work(self, encodings: Encodings) -> Work:
         """Copies and batches for every scored token of ``encodings`` (see planning)."""
         work = plan_work(encodings, self.specials, self.capacity, self._metric, self.batching)
-        if work.truncated and not self._warned_truncation:
-            logger.warning(
+        if work.truncated:
+            self._warn_once(
+                "truncation",
                 "An input is longer than the model's maximum length (%d tokens): its context "
                 "was cut from the left so that the whole continuation is scored. Further "
                 "truncations are not reported.",
                 self.max_length,
             )
-            self._warned_truncation = True
         return work
 
     @collector_paused()

@@ -327,3 +327,24 @@ def test_an_unknown_argument_names_the_one_meant(tiny_bert_dir, argument, meant)
         ValueError, match=f"no argument '{argument}' \\(did you mean '{meant}'\\?\\)"
     ):
         score("The cat sat.", model=tiny_bert_dir, device="cpu", **{argument: 2})
+
+
+def test_a_scorer_under_another_metric_shares_the_model_and_its_warnings(tiny_bert_dir, caplog):
+    import logging
+
+    base = PLLScorer.from_pretrained(tiny_bert_dir, pll_metric="original", device="cpu")
+    sibling = base.with_metric("word_l2r")
+    fresh = PLLScorer.from_pretrained(tiny_bert_dir, pll_metric="word_l2r", device="cpu")
+    texts = ["The traveler lost the souvenir.", "A cat sat."]
+    assert [s.logprob for s in sibling.score(texts)] == pytest.approx(
+        [s.logprob for s in fresh.score(texts)], abs=1e-5
+    )
+    assert (base.metric, sibling.metric) == ("original", "word_l2r")
+    assert sibling.model is base.model and sibling.runner is base.runner
+    with caplog.at_level(logging.WARNING):
+        base.score(["", "The cat sat."])
+        sibling.score(["", "The dog sat."])
+        base.score([" "])
+    assert caplog.text.count("empty or only whitespace") == 1
+    with pytest.raises(ValueError, match="nope"):
+        base.with_metric("nope")

@@ -20,3 +20,16 @@ def test_short_model_name(tmp_path):
     assert short_model_name("org/model") == "org/model"
     assert short_model_name(f"{tmp_path}/my-bert/") == "my-bert"
     assert short_model_name("./runs/ckpt") == "ckpt"
+
+
+def test_every_metric_shares_one_model_and_says_a_warning_once(tiny_bert_dir, caplog):
+    import logging
+
+    from pll_harness.metrics import PLL_METRICS
+
+    scorers = MLMScorers(tiny_bert_dir, list(PLL_METRICS), device="cpu")
+    assert len({id(s.model) for s in scorers.scorers.values()}) == 1
+    assert [s.metric for s in scorers.scorers.values()] == list(PLL_METRICS)
+    with caplog.at_level(logging.WARNING):
+        scorers.score(["The cat [SEP] sat.", "A dog sat."])
+    assert caplog.text.count("special tokens written out in the text") == 1

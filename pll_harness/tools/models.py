@@ -12,7 +12,8 @@ from pll_harness.tools.words import word_ids
 
 class MLMScorers:
     """One masked LM, loaded once, with one :class:`~pll_harness.scorer.PLLScorer` per
-    metric (they share the model's weights)."""
+    metric (:meth:`~pll_harness.scorer.PLLScorer.with_metric`: they share the model, its
+    preparation and the one-time warnings)."""
 
     def __init__(
         self,
@@ -38,16 +39,14 @@ class MLMScorers:
         self.tokenizer = loaded.tokenizer
         self.device = loaded.device
         self.metrics = list(metrics)
-        self.scorers = {
-            metric: PLLScorer(
-                loaded.model,
-                loaded.tokenizer,
-                pll_metric=metric,
-                device=loaded.device,
-                max_batch_tokens=max_batch_tokens,
-            )
-            for metric in self.metrics
-        }
+        first = PLLScorer(
+            loaded.model,
+            loaded.tokenizer,
+            pll_metric=self.metrics[0],
+            device=loaded.device,
+            max_batch_tokens=max_batch_tokens,
+        )
+        self.scorers = {metric: first.with_metric(metric) for metric in self.metrics}
 
     def score(
         self, texts: Sequence[str], progress: Callable[[int], None] | None = None
