@@ -152,3 +152,18 @@ def test_explain_function_and_cli(tiny_roberta_dir, tmp_path, capsys):
         math.fsum(record["token_logprobs"]["word_l2r"])
     )
     assert main(["explain", "-m", tiny_roberta_dir, "a.", "b.", "c."]) == 1
+
+
+@pytest.mark.parametrize(
+    ("sentences", "message"),
+    [
+        (["A.", "B.", "C."], "one sentence, or two"),
+        (["   "], "has none"),
+        (["A cat sat.", ""], "has none"),
+    ],
+)
+@pytest.mark.parametrize("json_output", [False, True])
+def test_sentences_are_checked_before_the_model_loads(capsys, sentences, message, json_output):
+    argv = ["explain", "-m", "no-such-model", *sentences, *(["--json"] if json_output else [])]
+    assert main(argv) == 1
+    assert message in capsys.readouterr().err

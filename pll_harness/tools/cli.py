@@ -213,7 +213,12 @@ def add_explain(commands: Subparsers) -> argparse.ArgumentParser:
 
 
 def run_explain(args: argparse.Namespace) -> None:
-    from pll_harness.tools.explain import explain, explain_sentences, plot_explanations
+    from pll_harness.tools.explain import (
+        check_sentences,
+        explain,
+        explain_sentences,
+        plot_explanations,
+    )
 
     if not args.json:
         print(explain(args.sentences, args.model, args.metric, args.plot, args.device), end="")
@@ -224,8 +229,7 @@ def run_explain(args: argparse.Namespace) -> None:
     from pll_harness.tools.models import MLMScorers, short_model_name
     from pll_harness.tools.plotting import save_figure
 
-    if not 1 <= len(args.sentences) <= 2:
-        raise ValueError("explain takes one sentence, or two to compare.")
+    check_sentences(args.sentences)
     scorers = MLMScorers(args.model, parse_metrics(args.metric), device=args.device)
     explanations = explain_sentences(scorers, args.sentences)
     if args.plot:

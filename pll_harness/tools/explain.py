@@ -246,6 +246,16 @@ def _draw_panel(ax: Any, explanation: Explanation, floor: float) -> None:
     )
 
 
+def check_sentences(sentences: Sequence[str]) -> None:
+    """One sentence, or two to compare, each with something to score: an empty one would
+    show an empty table and, beside another, win with 0.0 (probability 1)."""
+    if not 1 <= len(sentences) <= 2:
+        raise ValueError("explain takes one sentence, or two to compare.")
+    for sentence in sentences:
+        if not sentence.strip():
+            raise ValueError(f"explain needs words to score; {sentence!r} has none.")
+
+
 def explain(
     sentences: Sequence[str],
     model: str | None = None,
@@ -256,8 +266,7 @@ def explain(
 ) -> str:
     """Per-token tables for one or two sentences (and their difference for two); with
     ``plot``, also save the bar chart there.  Returns the text shown in the terminal."""
-    if not 1 <= len(sentences) <= 2:
-        raise ValueError("explain takes one sentence, or two to compare.")
+    check_sentences(sentences)
     if scorers is None:
         if model is None:
             raise ValueError("Give a model (or ready scorers).")
