@@ -45,6 +45,13 @@ NO_CHAT_TEMPLATE = (
     "sentences that PLL tasks score as written. Run without it."
 )
 
+PARALLELIZE_IN_SEVERAL_PROCESSES = (
+    "parallelize=True spreads one model over all the GPUs of one process, but this run has "
+    "several processes (accelerate launch, torchrun): each would spread its own copy over "
+    "the same GPUs and score every request. Run one process with parallelize=True, or drop "
+    "it to score in parallel, one model per process (README: 'Many processes, GPUs and nodes')."
+)
+
 MODEL_ARG_ALIASES = {"torch_dtype": "dtype"}
 """transformers' names for model arguments that pll-mlm calls otherwise."""
 
@@ -177,7 +184,9 @@ class PLLMaskedLM(LM):
             )
         parallelize = _as_bool("parallelize", parallelize)
         self._group = None
-        if launched_with_several_processes() and not parallelize:
+        if launched_with_several_processes() and parallelize:
+            raise ValueError(PARALLELIZE_IN_SEVERAL_PROCESSES)
+        if launched_with_several_processes():
             self._group = ProcessGroup()
             self._rank, self._world_size = self._group.rank, self._group.world_size
             if device is not None and str(device) != str(self._group.device):
@@ -372,7 +381,7 @@ class PLLMaskedLM(LM):
     def loglikelihood(
         self, requests: list[Any], disable_tqdm: bool = False
     ) -> list[tuple[float, bool]]:
-        _refuse_context_on_verbatim_tasks(requests, self._group)
+        _refuse_context_on_verbatim_tasks(requests, self._scoring_group())
         pairs = [tuple(request.args) for request in requests]
         scores = self._score(requests, pairs, "loglikelihood", disable_tqdm)
         return [_answer("loglikelihood", score) for score in scores]
@@ -394,8 +403,9 @@ class PLLMaskedLM(LM):
         self, requests: list[Any], pairs: list[tuple[str, str]], kind: str, disable_tqdm: bool
     ) -> list[SentenceScore]:
         description = f"Running {kind} requests"
-        if self._group is not None:
-            scores = score_shared(self.scorer, pairs, self._group, description, disable_tqdm)
+        group = self._scoring_group()
+        if group is not None:
+            scores = score_shared(self.scorer, pairs, group, description, disable_tqdm)
         else:
             scores = []
             with tqdm(total=len(pairs), desc=description, disable=disable_tqdm) as bar:
@@ -405,8 +415,19 @@ class PLLMaskedLM(LM):
                         self.cache_hook.add_partial(kind, request.args, _answer(kind, score))
                     scores += chunk
         if self.token_log is not None:
-            self._write_token_log(pairs, scores)
+            self._write_token_log(requests, pairs, scores)
         return scores
+
+    def _scoring_group(self) -> ProcessGroup | None:
+        """The processes that score each call together, or None: this process scores its
+        requests alone.  Under ``--use_cache`` lm-eval calls the model only on the processes
+        whose share holds uncached requests (another ``--limit``, another task, a cache
+        filled by fewer processes), so a process that waited there for the others would wait
+        forever; each process then scores its own share, in batches of its own."""
+        return None if self._uses_cache() else self._group
+
+    def _uses_cache(self) -> bool:
+        return getattr(self.cache_hook, "dbdict", None) is not None
 
     def _cache_chunks(self, pairs: list[tuple[str, str]]) -> list[tuple[int, int]]:
         """Ranges of ``pairs`` to score one after the other.  Under ``--use_cache`` lm-eval
@@ -414,10 +435,8 @@ class PLLMaskedLM(LM):
         would lose every finished request of, say, all of BLiMP; scored in chunks of about
         CACHE_CHUNK_BATCHES forward passes, each chunk's answers go to the cache as it
         ends (as lm-eval's own models add theirs), and a re-run scores only the rest.
-        Without a cache, one chunk: the fewest partly filled batches.  (Several processes
-        score each call together, :func:`pll_harness.distributed.score_shared`, in one
-        chunk.)"""
-        if getattr(self.cache_hook, "dbdict", None) is None:
+        Without a cache, one chunk: the fewest partly filled batches."""
+        if not self._uses_cache():
             return [(0, len(pairs))]
         budget = CACHE_CHUNK_BATCHES * self.scorer.batching.max_batch_tokens
         ranges, start, cost = [], 0, 0
@@ -431,14 +450,25 @@ class PLLMaskedLM(LM):
             ranges.append((start, len(pairs)))
         return ranges
 
-    def _write_token_log(self, pairs: list[tuple[str, str]], scores: list[SentenceScore]) -> None:
+    def _write_token_log(
+        self, requests: list[Any], pairs: list[tuple[str, str]], scores: list[SentenceScore]
+    ) -> None:
+        """One record per request.  With several processes lm-eval pads the shorter shares
+        with copies of their last request (the same object, its answers dropped), which
+        would otherwise show up as extra records of that sentence."""
         assert self.token_log is not None
-        self.token_log.write(
-            {
-                "context": context,
-                "continuation": continuation,
-                **score.as_dict(),
-                "pll_metric": self.scorer.metric,
-            }
-            for (context, continuation), score in zip(pairs, scores, strict=True)
-        )
+        written: set[int] = set()
+        records = []
+        for request, (context, continuation), score in zip(requests, pairs, scores, strict=True):
+            if id(request) in written:
+                continue
+            written.add(id(request))
+            records.append(
+                {
+                    "context": context,
+                    "continuation": continuation,
+                    **score.as_dict(),
+                    "pll_metric": self.scorer.metric,
+                }
+            )
+        self.token_log.write(records)

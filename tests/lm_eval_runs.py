@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -12,12 +13,25 @@ BIN = Path(sys.executable).parent
 OFFLINE = {"HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false"}
 
 
-def run_checked(args: list[str], cwd: Path, **extra_env: str) -> subprocess.CompletedProcess:
-    """Run a command offline; fail the test with the end of its output if it fails."""
+def run_checked(
+    args: list[str], cwd: Path, timeout: float = 900, **extra_env: str
+) -> subprocess.CompletedProcess:
+    """Run a command offline; fail the test with the end of its output if it fails or runs
+    past ``timeout`` seconds (processes that wait for each other forever), which ends the
+    command's whole process group: torchrun's workers would outlive torchrun."""
     env = {**os.environ, **OFFLINE, **extra_env}
-    result = subprocess.run(args, cwd=cwd, env=env, capture_output=True, text=True, timeout=900)
-    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-6000:]
-    return result
+    pipe = subprocess.PIPE
+    with subprocess.Popen(
+        args, cwd=cwd, env=env, stdout=pipe, stderr=pipe, text=True, start_new_session=True
+    ) as process:
+        try:
+            stdout, stderr = process.communicate(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            os.killpg(process.pid, signal.SIGKILL)
+            stdout, stderr = process.communicate()
+            raise AssertionError(f"ran past {timeout} s: {stderr[-6000:]}") from None
+    assert process.returncode == 0, stdout[-3000:] + stderr[-6000:]
+    return subprocess.CompletedProcess(args, process.returncode, stdout, stderr)
 
 
 def write_pair_task(folder: Path, task: str, pairs: list[tuple[str, str]]) -> None:

@@ -93,6 +93,23 @@ def test_two_cpu_processes_match_one(tmp_path, tiny_bert_dir):
         assert double["scores"][doc_id] == scores  # same batches, so bit-for-bit
 
 
+@pytest.mark.slow
+def test_two_processes_with_a_cache_that_answers_one_of_them(tmp_path, tiny_bert_dir):
+    """--use_cache: a second run with one more document finds rank 1's share all cached,
+    so lm-eval calls the model on rank 0 alone, which must not wait for rank 1."""
+    write_pair_task(tmp_path, "pll_dp_pairs", SENTENCES)
+    args = [
+        str(BIN / "torchrun"), "--nproc_per_node", "2", "--master_addr", "127.0.0.1",
+        "--master_port", "29534", "-m", "lm_eval", "--model", "pll-mlm", "--model_args",
+        f"pretrained={tiny_bert_dir}", "--tasks", "pll_dp_pairs", "--include_path",
+        str(tmp_path), "--device", "cpu", "--use_cache", str(tmp_path / "cache"),
+    ]  # fmt: skip
+    run_checked([*args, "--limit", "4"], tmp_path, OMP_NUM_THREADS="1")
+    log = run_checked([*args, "--limit", "5"], tmp_path, timeout=120, OMP_NUM_THREADS="1").stderr
+    assert "Cached requests: 4, Requests remaining: 2" in log  # rank 0: doc 4 is new
+    assert "Requests remaining: 0" in log  # rank 1: docs 1 and 3 (and lm-eval's padding)
+
+
 def test_processes_agree_on_the_smallest_token_budget():
     """Budgets from free GPU memory differ slightly between devices; all processes must
     still build the same batches."""

@@ -144,6 +144,18 @@ def test_token_log_records_per_token_scores(model_dir, tmp_path):
     assert record["pll_metric"] == "word_l2r"
 
 
+def test_token_log_skips_lm_evals_padding_copies(tiny_bert_dir, tmp_path):
+    """With several processes lm-eval pads a shorter share with its last request, the same
+    object again: one record per request, not one per copy."""
+    log = tmp_path / "tokens.jsonl"
+    lm = PLLMaskedLM(pretrained=tiny_bert_dir, device="cpu", token_log=str(log))
+    cat, dog = (instance("loglikelihood", ("", s)) for s in ("A cat sat.", "A dog ran."))
+    again = instance("loglikelihood", ("", "A cat sat."))  # a request of its own
+    assert len(lm.loglikelihood([cat, dog, again, dog, dog])) == 5
+    records = [json.loads(line) for line in log.read_text().splitlines()]
+    assert [r["continuation"] for r in records] == ["A cat sat.", "A dog ran.", "A cat sat."]
+
+
 def test_token_log_has_one_writer_and_overwrite_waits_for_records(tiny_bert_dir, tmp_path):
     log = tmp_path / "tokens.jsonl"
     log.write_text('{"earlier": "run"}\n')
@@ -183,6 +195,13 @@ def test_parallelize_loads_with_a_device_map_and_scores_the_same(model_dir, monk
     assert seen["device_map"] == "auto"
     plain = PLLMaskedLM(pretrained=model_dir, device="cpu")
     assert split.loglikelihood(requests) == plain.loglikelihood(requests)
+
+
+def test_parallelize_under_several_processes_is_refused(tiny_bert_dir, monkeypatch):
+    """Each process would spread its own copy over the same GPUs and score every request."""
+    monkeypatch.setenv("WORLD_SIZE", "2")
+    with pytest.raises(ValueError, match=r"several processes.*Run one process"):
+        PLLMaskedLM(pretrained=tiny_bert_dir, device="cpu", parallelize=True)
 
 
 def test_token_log_refuses_an_earlier_runs_file_unless_told(tiny_bert_dir, tmp_path):
@@ -470,6 +489,24 @@ def test_a_cached_run_keeps_the_chunks_it_finished(tiny_bert_dir, tmp_path, monk
     assert [r.args for r in asked] == [r.args for r in requests[2:]]
     assert [lp for lp, _ in answers] == pytest.approx([lp for lp, _ in expected], abs=1e-5)
     assert [greedy for _, greedy in answers] == [greedy for _, greedy in expected]
+
+
+def test_a_cache_with_several_processes_scores_each_share_alone(tiny_bert_dir, tmp_path):
+    """Under --use_cache lm-eval calls the model only on processes with uncached requests
+    (another --limit, another task): a process that waited there for the others, in
+    scoring or in the prompt check, would wait forever."""
+
+    class NoOtherProcessComes:
+        world_size = 2
+
+        def __getattr__(self, name):
+            raise AssertionError(f"{name}: no other process comes to this call")
+
+    requests = [instance("loglikelihood", ("", "The hooligan wrecked the souvenir."))]
+    expected = PLLMaskedLM(pretrained=tiny_bert_dir, device="cpu").loglikelihood(requests)
+    lm = PLLMaskedLM(pretrained=tiny_bert_dir, device="cpu")
+    lm._group = NoOtherProcessComes()
+    assert caching(lm, tmp_path / "cache_rank1.db").loglikelihood(requests) == expected
 
 
 def test_processes_refuse_a_prompt_together():
