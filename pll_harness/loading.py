@@ -117,6 +117,12 @@ def load_masked_lm(
     if tokenizer is not None:
         tokenizer = resolve_pretrained(tokenizer)
     check_model_source(pretrained, "pretrained")
+    if revision and Path(pretrained).is_dir():
+        raise ValueError(
+            f"revision={revision!r} picks a commit of a Hugging Face Hub repository, but "
+            f"{pretrained} is a local folder, whose files transformers loads as they are. "
+            "Check that revision out in the folder (or give the hub name) and drop revision."
+        )
     if tokenizer is not None:
         check_model_source(tokenizer, "tokenizer", checkpoint=False)
     model_kwargs: dict[str, Any] = {
