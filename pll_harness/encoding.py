@@ -11,6 +11,7 @@ around the tokenizer costs more than the tokenizer itself.
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 import os
 from collections.abc import Sequence
@@ -28,6 +29,19 @@ PARALLELISM_VARIABLE = "TOKENIZERS_PARALLELISM"
 
 TEXTS_PER_THREAD = 4096
 """Fewest texts worth a tokenizer thread of their own (see :func:`_encode_in_threads`)."""
+
+GAPS = (" ", "  ", "\t", "\n", "\u00a0", "\u2009", "\u202f", "\u3000")
+"""The whitespace that separates words in real text, probed one kind at a time (see
+:func:`whitespace_inside_words`): space, double space, tab, newline, no-break, thin,
+narrow no-break and ideographic space."""
+
+PROBE_WORDS = ("Hooligans", "wrecked", "3", "souvenirs,", "didn't", "they?", "Two", "cafés.")
+"""Words with letters, digits, punctuation and accents, for the probes of :data:`GAPS`."""
+
+LAST_WHITESPACE = 0x3000
+"""The highest code point for which ``str.isspace()`` is true (U+3000, ideographic space)."""
+
+_IS_WHITESPACE = np.array([chr(code).isspace() for code in range(LAST_WHITESPACE + 1)])
 
 
 @dataclass(frozen=True)
@@ -86,11 +100,16 @@ class Encodings:
     def select(self, indices: np.ndarray) -> Encodings:
         """The texts at ``indices``, in that order."""
         indices = np.asarray(indices, dtype=np.int64)
-        lengths = self.lengths[indices]
         offsets = np.zeros(indices.shape[0] + 1, dtype=np.int64)
-        np.cumsum(lengths, out=offsets[1:])
-        flat = np.repeat(self.offsets[indices] - offsets[:-1], lengths) + np.arange(offsets[-1])
+        np.cumsum(self.lengths[indices], out=offsets[1:])
+        flat = self.positions(indices)
         return Encodings(self.ids[flat], self.word_ids[flat], self.scored[flat], offsets)
+
+    def positions(self, indices: np.ndarray) -> np.ndarray:
+        """Where the tokens of the texts at ``indices`` lie in the flat arrays, in order."""
+        lengths = self.lengths[indices]
+        before = np.cumsum(lengths) - lengths
+        return np.repeat(self.offsets[indices] - before, lengths) + np.arange(lengths.sum())
 
     def with_scored(self, scored: np.ndarray) -> Encodings:
         """The same tokens with other targets."""
@@ -208,14 +227,124 @@ def encode_requests(tokenizer: Any, requests: Sequence[tuple[str, str]]) -> Enco
         first_target[with_context] = _first_scored(
             [encodings[i].offsets for i in with_context], [stripped[i][1] for i in with_context]
         )
-    return Encodings.from_lists(ids, words, first_target)
+    encoded = Encodings.from_lists(ids, words, first_target)
+    gaps = whitespace_inside_words(tokenizer) if texts else ""
+    if not gaps:
+        return encoded
+    indices = np.flatnonzero(_holding_any(texts, gaps))
+    spans, lengths = _flat_spans([encodings[i].offsets for i in indices])
+    positions = encoded.positions(indices)
+    word_ids = encoded.word_ids.copy()
+    word_ids[positions] = split_words_at_whitespace(
+        [texts[i] for i in indices], encoded.word_ids[positions], spans, lengths
+    )
+    return dataclasses.replace(encoded, word_ids=word_ids)
+
+
+def whitespace_inside_words(tokenizer: Any) -> str:
+    """The whitespace characters that the fast tokenizer's ``word_ids()`` let a word span:
+    none for BERT, RoBERTa, XLM-R …, every kind for Llama's and Gemma's.
+
+    Those two do not pre-tokenize at spaces (Metaspace without ``split``, or spaces made
+    ``▁`` before a split on " "), and a ``tokenizer.json`` may carry such a pre-tokenizer
+    for any model that loads it as it is; DeBERTa-v2's and BigBird's split at " " only.  A
+    word that spans a gap would make word-level metrics mask the words on both sides
+    without an error.  A pre-tokenizer is a fixed rule on characters, so one probe per
+    kind of gap (:data:`GAPS`) tells; only texts holding a kind found inside words are
+    then split there (:func:`encode_requests`), and the others keep their word ids and
+    cost nothing more."""
+    probes = [gap.join(PROBE_WORDS) for gap in GAPS]
+    encodings = tokenizer(probes, add_special_tokens=False, verbose=False).encodings
+    spans, lengths = _flat_spans([e.offsets for e in encodings])
+    words = np.fromiter(
+        (NO_WORD if w is None else w for e in encodings for w in e.word_ids),
+        dtype=np.int64,
+        count=int(lengths.sum()),
+    )
+    split = split_words_at_whitespace(probes, words, spans, lengths)
+    merged = np.zeros(words.shape[0], dtype=bool)
+    merged[1:] = (words[1:] == words[:-1]) & (split[1:] != split[:-1])
+    text_of = np.repeat(np.arange(len(probes)), lengths)
+    return "".join(sorted({ch for i in np.unique(text_of[merged]) for ch in GAPS[i]}))
+
+
+def _holding_any(texts: Sequence[str], characters: str) -> np.ndarray:
+    """Which texts hold any of ``characters``, all texts at once."""
+    codes, starts = _code_points(texts)
+    found = _running_count(np.isin(codes, [ord(ch) for ch in characters]))
+    return found[starts[1:]] > found[starts[:-1]]
+
+
+def split_words_at_whitespace(
+    texts: Sequence[str], word_ids: np.ndarray, spans: np.ndarray, lengths: np.ndarray
+) -> np.ndarray:
+    """Word ids (numbered from 0 in each text, ``NO_WORD`` kept) that also start a new word
+    at every token that begins with whitespace or after it.
+
+    ``word_ids`` and ``spans`` (character offsets into its text, one row per token) are
+    flat over ``texts``, text ``i`` holding ``lengths[i]`` tokens.  A token after one
+    outside any word starts a word too.  Pieces that the pre-tokenizer already keeps
+    apart stay apart: the result only ever adds word starts."""
+    starts = np.zeros(len(lengths) + 1, dtype=np.int64)
+    np.cumsum(lengths, out=starts[1:])
+    first = np.zeros(word_ids.shape[0], dtype=bool)
+    first[starts[:-1][lengths > 0]] = True
+    changed = np.ones_like(first)
+    changed[1:] = word_ids[1:] != word_ids[:-1]
+    in_word = word_ids != NO_WORD
+    new = (first | changed | _after_whitespace(texts, spans, lengths)) & in_word
+    count = np.cumsum(new)
+    nonempty = lengths > 0
+    before_text = np.repeat((count - new)[starts[:-1][nonempty]], lengths[nonempty])
+    return np.where(in_word, count - 1 - before_text, NO_WORD)
+
+
+def _after_whitespace(texts: Sequence[str], spans: np.ndarray, lengths: np.ndarray) -> np.ndarray:
+    """For each token: does whitespace lie between the end of the tokens before it in its
+    text and its own first character, that character included?  All texts at once, as
+    positions in their concatenation."""
+    codes, text_starts = _code_points(texts)
+    spaces = _running_count(
+        (codes <= LAST_WHITESPACE) & _IS_WHITESPACE[np.minimum(codes, LAST_WHITESPACE)]
+    )
+    base = np.repeat(text_starts[:-1], lengths)
+    start, stop = spans[:, 0] + base, spans[:, 1] + base
+    # Texts follow one another, so a running maximum of ends never reaches into the next.
+    gap_start = base.copy()
+    if stop.shape[0] > 1:
+        gap_start[1:] = np.maximum(np.maximum.accumulate(stop)[:-1], base[1:])
+    gap_stop = np.maximum(np.minimum(start + 1, np.repeat(text_starts[1:], lengths)), gap_start)
+    return spaces[gap_stop] > spaces[gap_start]
+
+
+def _code_points(texts: Sequence[str]) -> tuple[np.ndarray, np.ndarray]:
+    """The code points of all texts one after the other (character offsets count code
+    points), and where each text starts among them, with the total at the end."""
+    starts = np.zeros(len(texts) + 1, dtype=np.int64)
+    np.cumsum(np.fromiter(map(len, texts), dtype=np.int64, count=len(texts)), out=starts[1:])
+    codes = np.frombuffer("".join(texts).encode("utf-32-le", "surrogatepass"), dtype=np.uint32)
+    return codes, starts
+
+
+def _running_count(flags: np.ndarray) -> np.ndarray:
+    """How many of ``flags`` are true before each position (one more entry: all of them)."""
+    count = np.zeros(flags.shape[0] + 1, dtype=np.int64)
+    np.cumsum(flags, out=count[1:])
+    return count
+
+
+def _flat_spans(offsets: Sequence[Sequence[tuple[int, int]]]) -> tuple[np.ndarray, np.ndarray]:
+    """Many texts' token offsets as one ``(tokens, 2)`` array, and each text's token count."""
+    lengths = np.fromiter(map(len, offsets), dtype=np.int64, count=len(offsets))
+    flat = itertools.chain.from_iterable(itertools.chain.from_iterable(offsets))
+    spans = np.fromiter(flat, dtype=np.int64, count=2 * int(lengths.sum())).reshape(-1, 2)
+    return spans, lengths
 
 
 def _first_scored(offsets: Sequence[Sequence[tuple[int, int]]], boundaries: Sequence[int]):
     """Index of the first token that ends after its text's boundary or starts at or after
     it (the token's length when there is none), for many texts at once."""
-    lengths = np.fromiter(map(len, offsets), dtype=np.int64, count=len(offsets))
-    spans = np.array(list(itertools.chain.from_iterable(offsets)), dtype=np.int64).reshape(-1, 2)
+    spans, lengths = _flat_spans(offsets)
     boundary = np.repeat(np.asarray(boundaries, dtype=np.int64), lengths)
     scored = (spans[:, 1] > boundary) | (spans[:, 0] >= boundary)
     starts = np.zeros(len(offsets), dtype=np.int64)

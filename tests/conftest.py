@@ -71,6 +71,13 @@ def tiny_roberta_dir() -> str:
 
 
 @pytest.fixture(scope="session")
+def tiny_sentencepiece_dir() -> str:
+    """Path of the committed tiny XLM-R (Unigram pieces with Metaspace, as sentencepiece
+    models convert; built by ``scripts/build_tiny_sentencepiece.py``)."""
+    return str(TINY_MODELS_DIR / "tiny-xlmr-unigram")
+
+
+@pytest.fixture(scope="session")
 def tiny_model_dirs() -> list[str]:
     """Both committed tiny model paths (WordPiece first, byte-level BPE second)."""
     return [str(path) for _, path in TINY_MODELS]

@@ -1,8 +1,13 @@
-"""Which tokens are context and which are scored, on WordPiece and byte-level BPE."""
+"""Which tokens are context and which are scored, on WordPiece and byte-level BPE; which
+tokens form a word, on those and sentencepiece-style pieces."""
 
 from __future__ import annotations
 
+import itertools
+
+import numpy as np
 import pytest
+from tokenizers import pre_tokenizers
 from transformers import AutoTokenizer
 
 from pll_harness import encoding
@@ -11,7 +16,10 @@ from pll_harness.encoding import (
     encode_requests,
     require_fast_tokenizer,
     special_tokens,
+    split_words_at_whitespace,
+    whitespace_inside_words,
 )
+from pll_harness.masking import NO_WORD
 
 
 def encode_request(tokenizer, context: str, continuation: str) -> encoding.Encoded:
@@ -158,3 +166,89 @@ def test_a_tokenizer_free_to_parallelize_gets_one_call(tokenizer, monkeypatch):
     backend = RecordingBackend(tokenizer.backend_tokenizer)
     encoding._encode_in_threads(backend, TEXTS)
     assert backend.calls == [len(TEXTS)]
+
+
+GAPPED = [
+    "The traveler lost the souvenir.",
+    "Renée’s naïve fiancé ate crème brûlée at the café.",
+    "Who should\tDerek hug\nafter shocking  Richard?",
+    "",
+    "Two\u00a0cafés\u3000fell, didn't they?",
+]
+
+
+def whitespace_words(text: str, offsets) -> list[int]:
+    """The oracle: each token's word is the whitespace-separated chunk holding its first
+    non-space character (-1 for a token of spaces only, whose word is a matter of taste)."""
+    words = []
+    for start, end in offsets:
+        inner = [i for i in range(start, end) if not text[i].isspace()]
+        words.append(len(text[: inner[0] + 1].split()) - 1 if inner else -1)
+    return words
+
+
+def test_split_words_at_whitespace_numbers_each_text_from_zero():
+    """One text's words as a sentencepiece tokenizer without split gives them, an empty
+    text, then byte-level BPE's (a lone space token opens the word the next continues)."""
+    texts = ["A cat sat. <s> Ok", "", "a  cat."]
+    llama = [(0, 1), (1, 5), (5, 9), (9, 10), (11, 14), (14, 17)]
+    byte_level = [(0, 1), (1, 2), (2, 3), (3, 6), (6, 7)]
+    words = np.array([0, 0, 0, 0, NO_WORD, 0, 0, 1, 2, 2, 3])
+    spans = np.array([*llama, *byte_level])
+    split = split_words_at_whitespace(texts, words, spans, np.array([6, 0, 5]))
+    assert split.tolist() == [0, 1, 2, 2, NO_WORD, 3, 0, 1, 2, 2, 3]
+
+
+@pytest.mark.parametrize("model", ["tiny_bert_dir", "tiny_roberta_dir", "tiny_sentencepiece_dir"])
+def test_words_that_break_at_whitespace_are_the_tokenizers_own(model, request):
+    """WordPiece, byte-level BPE and XLM-R's pipeline need no help: their word ids are
+    used as they are (byte-level BPE keeps `` \n`` one word, which a split would undo)."""
+    tokenizer = AutoTokenizer.from_pretrained(request.getfixturevalue(model))
+    assert whitespace_inside_words(tokenizer) == ""
+    texts = [*GAPPED, "Who \n should  Derek hug?"]
+    encoded = encode_requests(tokenizer, [("", text) for text in texts])
+    for index, text in enumerate(texts):
+        own = tokenizer(text, add_special_tokens=False).word_ids() if text else []
+        assert encoded.item(index).word_ids == tuple(own)
+
+
+SPACES_ONLY = "\t\n\u00a0\u2009\u202f\u3000"
+
+
+@pytest.mark.parametrize(
+    ("pre_tokenizer", "inside"),
+    [
+        (pre_tokenizers.Metaspace(split=False), " " + SPACES_ONLY),  # Llama's
+        (pre_tokenizers.Metaspace(split=True), SPACES_ONLY),  # BigBird's: splits at " " only
+    ],
+    ids=["metaspace-unsplit", "metaspace-spaces-only"],
+)
+def test_words_that_span_whitespace_are_split_there(tiny_sentencepiece_dir, pre_tokenizer, inside):
+    tokenizer = AutoTokenizer.from_pretrained(tiny_sentencepiece_dir)
+    tokenizer.backend_tokenizer.pre_tokenizer = pre_tokenizer
+    assert whitespace_inside_words(tokenizer) == "".join(sorted(inside))
+    encoded = encode_requests(tokenizer, [("", text) for text in GAPPED])
+    for index, text in enumerate(GAPPED):
+        offsets = tokenizer(text, add_special_tokens=False).encodings[0].offsets if text else []
+        want = whitespace_words(text, offsets)
+        got = [g for g, w in zip(encoded.item(index).word_ids, want, strict=True) if w >= 0]
+        want = [w for w in want if w >= 0]
+        assert same_as_before(got) == same_as_before(want), text
+
+
+def same_as_before(words: list[int]) -> list[bool]:
+    """Which tokens continue the word of the token before them: word ids compared as a
+    grouping, whatever their numbers."""
+    return [a == b for a, b in itertools.pairwise(words)]
+
+
+def test_split_words_keep_the_checkpoints_words_on_plain_text(tiny_sentencepiece_dir):
+    """On text with single spaces the unsplit pipeline gives the checkpoint's own tokens,
+    and after the split its own words too."""
+    tokenizer = AutoTokenizer.from_pretrained(tiny_sentencepiece_dir)
+    unsplit = AutoTokenizer.from_pretrained(tiny_sentencepiece_dir)
+    unsplit.backend_tokenizer.pre_tokenizer = pre_tokenizers.Metaspace(split=False)
+    requests = [("", text) for text in GAPPED[:2]] + [("The traveler", " lost the souvenir.")]
+    got, want = encode_requests(unsplit, requests), encode_requests(tokenizer, requests)
+    for field in ("ids", "word_ids", "scored", "offsets"):
+        assert np.array_equal(getattr(got, field), getattr(want, field)), field

@@ -1,4 +1,5 @@
-"""The batched engine against the naive float64 reference, on WordPiece and byte-level BPE.
+"""The batched engine against the naive float64 reference, on WordPiece, byte-level BPE and
+sentencepiece-style Unigram pieces.
 
 Tolerance: 1e-4 nats per sentence (the engine runs float32; the reference float64).
 """
@@ -12,7 +13,7 @@ from types import SimpleNamespace
 import pytest
 import torch
 from conftest import real_model_dirs
-from reference_pll import float64_model, naive_pll, target_positions
+from reference_pll import float64_model, naive_pll, naive_scores, target_positions
 
 from pll_harness.metrics import PLL_METRICS
 from pll_harness.scorer import PLLScorer, default_batch_tokens
@@ -28,6 +29,7 @@ SENTENCES = [
     "performance of the orchestra yesterday.",
     "Hi",
     "These dogs, unlike that cat, weren't barking at 3:45 in the morning!",
+    "Renée’s naïve fiancé ate crème brûlée at the café.",
 ]
 
 PAIRS = [
@@ -41,7 +43,9 @@ PAIRS = [
 REQUESTS = [("", s) for s in SENTENCES] + PAIRS
 
 
-@pytest.fixture(scope="module", params=["tiny_bert_dir", "tiny_roberta_dir"])
+@pytest.fixture(
+    scope="module", params=["tiny_bert_dir", "tiny_roberta_dir", "tiny_sentencepiece_dir"]
+)
 def model_dir(request) -> str:
     return request.getfixturevalue(request.param)
 
@@ -86,6 +90,30 @@ def test_engine_matches_naive_reference(model_dir, expected, metric, batching):
         assert result.logprob == pytest.approx(math.fsum(want), abs=TOLERANCE)
         for got, token_want in zip(result.token_logprobs, want, strict=True):
             assert got == pytest.approx(token_want, abs=TOLERANCE)
+
+
+@pytest.mark.parametrize("metric", PLL_METRICS)
+def test_words_break_at_spaces_whatever_the_pre_tokenizer(tiny_sentencepiece_dir, metric):
+    """Metaspace without ``split`` (Llama's pre-tokenizer, which any ``tokenizer.json``
+    loaded as it is may carry) gives a whole sentence one word id; the engine must still
+    score like the reference with the words the tokenizer of the checkpoint gives."""
+    from tokenizers import pre_tokenizers
+    from transformers import AutoModelForMaskedLM, AutoTokenizer
+
+    tokenizer = AutoTokenizer.from_pretrained(tiny_sentencepiece_dir)
+    unsplit = AutoTokenizer.from_pretrained(tiny_sentencepiece_dir)
+    unsplit.backend_tokenizer.pre_tokenizer = pre_tokenizers.Metaspace(
+        prepend_scheme="always", split=False
+    )
+    assert set(unsplit(SENTENCES[1]).word_ids()) == {None, 0}
+    model = AutoModelForMaskedLM.from_pretrained(tiny_sentencepiece_dir)
+    model64 = float64_model(model)
+    results = PLLScorer(model, unsplit, metric, device="cpu").score(SENTENCES)
+    for result, sentence in zip(results, SENTENCES, strict=True):
+        ids, words, targets = target_positions(tokenizer, "", sentence)
+        assert target_positions(unsplit, "", sentence)[0] == ids
+        want = naive_scores(model64, unsplit, ids, words, targets, metric)
+        assert result.token_logprobs == pytest.approx(want, abs=TOLERANCE)
 
 
 def test_metrics_differ_on_multi_piece_words(model_dir):

@@ -6,6 +6,11 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
+import numpy as np
+
+from pll_harness.encoding import split_words_at_whitespace
+from pll_harness.masking import NO_WORD
+
 if TYPE_CHECKING:
     from pll_harness.scorer import PLLScorer
 
@@ -36,16 +41,12 @@ def split_at_whitespace(
     """Word ids (numbered from 0) that also start a new word at a token after whitespace
     or beginning with it, given each token's character ``offsets`` in ``text``; tokens
     outside any word (``None``) get -1.  A tokenizer that does not pre-tokenize at
-    spaces (Llama's Metaspace without ``split``) gives one word id to a whole text."""
-    result: list[int] = []
-    count, previous, end = -1, None, 0
-    for word, (start, stop) in zip(ids, offsets, strict=True):
-        after_space = any(ch.isspace() for ch in text[end : start + 1])
-        if word is not None and (word != previous or after_space):
-            count += 1
-        result.append(-1 if word is None else count)
-        previous, end = word, max(end, stop)
-    return result
+    spaces (Llama's Metaspace without ``split``) gives one word id to a whole text.
+    One text's view of the engine's rule, so that causal and masked words agree."""
+    words = np.array([NO_WORD if w is None else w for w in ids], dtype=np.int64)
+    spans = np.array(offsets, dtype=np.int64).reshape(-1, 2)
+    lengths = np.array([len(words)], dtype=np.int64)
+    return split_words_at_whitespace([text], words, spans, lengths).tolist()
 
 
 def words_of(tokenizer: Any, tokens: Sequence[str], ids: Sequence[int]) -> list[tuple[str, int]]:

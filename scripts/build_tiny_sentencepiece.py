@@ -1,0 +1,211 @@
+"""Build ``tests/fixtures/models/tiny-xlmr-unigram/`` (offline, deterministic): a tiny
+``XLMRobertaForMaskedLM`` with a sentencepiece-style tokenizer (Unigram pieces, Metaspace).
+
+Why a third fixture: sentencepiece tokenizers (XLM-R, DeBERTa-v3, ALBERT, CamemBERT) form words
+differently from WordPiece and byte-level BPE: ``▁`` marks a word's start and punctuation stays in
+the word before it (``▁s o u v e n i r .`` is one word), so the word-level metrics need a test of
+their own on such a tokenizer.
+
+The tokenizer is the pipeline ``XLMRobertaTokenizer`` builds in transformers 5 (``WhitespaceSplit``
+then ``Metaspace(prepend_scheme="always")``, no normalizer, ``<s> $A </s>``), which is also what a
+real XLM-R checkpoint gets: its class rebuilds the pipeline and reads only the vocabulary from
+``tokenizer.json``. ``<s> <pad> </s> <unk> <mask>`` are ids 0-4.
+
+The vocabulary: every character of the training text and of ASCII, then pieces from the same
+deterministic BPE loop as the other fixtures (``learn_merges`` in ``scripts/build_tiny_models.py``:
+the ``tokenizers`` Unigram trainer gave a different vocabulary on each run). Each piece's Unigram
+score is the log of its smoothed count in the BPE segmentation of the training text. 600 pieces
+keep ``hooligan`` and ``souvenir`` in several pieces.
+
+Training text: ``tests/fixtures/tiny_corpus.py`` plus the non-ASCII sentences below (written for
+this project), so that accented letters and typographic quotes are pieces, not ``<unk>``.
+
+Model: hidden 64, 2 layers, 2 heads, intermediate 128, 66 positions (XLM-R counts from
+``pad_token_id + 1``), ``model_max_length`` 64, trained like the other fixtures.
+
+Run from the repository root, in the main venv (transformers 5), about 3 minutes:
+
+    nice python scripts/build_tiny_sentencepiece.py
+"""
+
+from __future__ import annotations
+
+import math
+import random
+import shutil
+import string
+import sys
+import time
+from collections import Counter
+from pathlib import Path
+
+import torch
+from tokenizers import Tokenizer
+from transformers import (
+    AutoModelForMaskedLM,
+    AutoTokenizer,
+    XLMRobertaConfig,
+    XLMRobertaForMaskedLM,
+    XLMRobertaTokenizer,
+)
+
+REPO_ROOT = Path(__file__).resolve().parents[1]
+FIXTURES = REPO_ROOT / "tests" / "fixtures"
+sys.path.insert(0, str(FIXTURES))
+
+from build_tiny_models import (  # noqa: E402
+    HEADS,
+    HIDDEN,
+    INTERMEDIATE,
+    LAYERS,
+    MODEL_MAX_LENGTH,
+    MULTI_PIECE_WORDS,
+    SEED,
+    Spec,
+    learn_merges,
+    self_argmax_rate,
+    train_mlm,
+)
+from tiny_corpus import corpus_sentences  # noqa: E402
+
+NAME = "tiny-xlmr-unigram"
+VOCAB_SIZE = 600
+SPECIALS = ["<s>", "<pad>", "</s>", "<unk>", "<mask>"]
+NON_ASCII = [
+    "The naïve fiancé ordered crème brûlée at the café.",
+    "Zoë and Chloé visited the Müller family in Zürich.",
+    "The señor paid 5 € for the jalapeño piñata.",
+    "Renée’s résumé mentioned the façade of the hôtel.",
+    "Björn said “déjà vu” after the soirée.",
+    "The café near the façade was naïve.",
+]
+NON_ASCII_REPEATS = 5
+PROBES = [
+    "The hooligan wrecked the souvenir.",
+    "Who should Derek hug after shocking Richard?",
+    "Renée’s naïve fiancé ate crème brûlée at the café.",
+    "  Café  naïve, x-ray's 3.5% (ok)!",
+]
+
+
+def training_text() -> list[str]:
+    """The template corpus and the non-ASCII sentences, in a fixed order."""
+    return corpus_sentences() + NON_ASCII * NON_ASCII_REPEATS
+
+
+def unigram_vocab(texts: list[str], pipeline: Tokenizer) -> list[tuple[str, float]]:
+    """Specials, then single characters, then BPE pieces, each with a log-frequency score."""
+    words: Counter[str] = Counter()
+    for text in texts:
+        words.update(word for word, _ in pipeline.pre_tokenizer.pre_tokenize_str(text))
+    alphabet_text = "".join(words) + string.ascii_letters + string.digits + string.punctuation
+    alphabet = sorted(set(alphabet_text))
+    pieces = list(alphabet)
+    merges = learn_merges(
+        Counter({tuple(word): count for word, count in words.items()}),
+        pieces,
+        VOCAB_SIZE - len(SPECIALS),
+        lambda a, b: a + b,
+    )
+    counts = Counter({piece: 1 for piece in pieces})  # add-one: every piece is possible
+    for word, count in words.items():
+        for piece in apply_merges(word, merges):
+            counts[piece] += count
+    total = sum(counts.values())
+    scored = [(piece, math.log(counts[piece] / total)) for piece in pieces]
+    return [(token, 0.0) for token in SPECIALS] + scored
+
+
+def apply_merges(word: str, merges: list[tuple[str, str]]) -> list[str]:
+    """The BPE segmentation of one pre-tokenized word (merges in the order learned)."""
+    symbols = list(word)
+    for left, right in merges:
+        i, out = 0, []
+        while i < len(symbols):
+            if i + 1 < len(symbols) and symbols[i] == left and symbols[i + 1] == right:
+                out.append(left + right)
+                i += 2
+            else:
+                out.append(symbols[i])
+                i += 1
+        symbols = out
+    return symbols
+
+
+def make_model(vocab_size: int) -> XLMRobertaForMaskedLM:
+    """An untrained tiny XLM-R of the sizes in the module docstring."""
+    config = XLMRobertaConfig(
+        vocab_size=vocab_size,
+        hidden_size=HIDDEN,
+        num_hidden_layers=LAYERS,
+        num_attention_heads=HEADS,
+        intermediate_size=INTERMEDIATE,
+        max_position_embeddings=MODEL_MAX_LENGTH + 2,
+        type_vocab_size=1,
+        pad_token_id=1,
+        bos_token_id=0,
+        eos_token_id=2,
+    )
+    return XLMRobertaForMaskedLM(config)
+
+
+def verify(out: Path, built: XLMRobertaTokenizer) -> None:
+    """Reload through the Auto classes: the same class, tokens, offsets and words, words
+    that break at spaces, multi-piece words and no ``<unk>`` in the non-ASCII probe."""
+    loaded = AutoTokenizer.from_pretrained(str(out))
+    assert type(loaded) is XLMRobertaTokenizer, type(loaded)
+    assert loaded.model_max_length == MODEL_MAX_LENGTH
+    for text in PROBES:
+        a, b = built(text), loaded(text)
+        assert a["input_ids"] == b["input_ids"], text
+        assert a.encodings[0].offsets == b.encodings[0].offsets, text
+        assert a.word_ids() == b.word_ids(), text
+    for word in MULTI_PIECE_WORDS:
+        pieces = loaded.tokenize(f"The {word}")[1:]
+        assert len(pieces) >= 2, f"{word!r} is a single piece {pieces}"
+    encoding = loaded(PROBES[2], add_special_tokens=False)
+    assert loaded.unk_token_id not in encoding["input_ids"], loaded.tokenize(PROBES[2])
+    assert len(set(encoding.word_ids())) == len(PROBES[2].split())
+    model = AutoModelForMaskedLM.from_pretrained(str(out))
+    assert model.config.max_position_embeddings == MODEL_MAX_LENGTH + 2
+    print(f"  {out.name}: {loaded.tokenize(PROBES[0])}")
+
+
+def build(out_root: Path) -> None:
+    """Make the tokenizer and model, train, save to ``out_root/NAME`` and verify."""
+    out = out_root / NAME
+    if out.exists():
+        shutil.rmtree(out)
+    out.mkdir(parents=True)
+    random.seed(SEED)
+    torch.manual_seed(SEED)
+    texts = training_text()
+    pipeline = XLMRobertaTokenizer(model_max_length=MODEL_MAX_LENGTH).backend_tokenizer
+    tokenizer = XLMRobertaTokenizer(
+        vocab=unigram_vocab(texts, pipeline), model_max_length=MODEL_MAX_LENGTH
+    )
+    assert tokenizer.convert_tokens_to_ids(SPECIALS) == list(range(len(SPECIALS)))
+    tokenizer.save_pretrained(str(out))
+    model = make_model(len(tokenizer))
+    start = time.time()
+    spec = Spec(NAME, "<mask>", "<pad>")
+    loss = train_mlm(model, tokenizer.backend_tokenizer, texts, spec)
+    rate = self_argmax_rate(model, tokenizer.backend_tokenizer, texts, spec)
+    model.save_pretrained(str(out))
+    verify(out, tokenizer)
+    size = sum(p.stat().st_size for p in out.iterdir())
+    print(
+        f"  {NAME}: vocab {len(tokenizer)}, final loss {loss:.3f}, self-argmax {rate:.1%}, "
+        f"{time.time() - start:.0f}s, {size / 1e6:.2f} MB"
+    )
+
+
+def main() -> None:
+    """Build the fixture on one CPU thread, deterministically."""
+    torch.set_num_threads(1)
+    torch.use_deterministic_algorithms(True)
+    build(FIXTURES / "models")
+
+
+if __name__ == "__main__":
+    main()
