@@ -102,9 +102,9 @@ def tokenizer(request):
 
 def real_plan(tokenizer, context: str, continuation: str, metric: str) -> list[set[int]]:
     """The plan the scorer builds: positions count from [CLS]/<s> at 0."""
-    from pll_harness.encoding import encode_request
+    from pll_harness.encoding import encode_requests
 
-    encoded = encode_request(tokenizer, context, continuation)
+    encoded = encode_requests(tokenizer, [(context, continuation)]).item(0)
     words = np.array([NO_WORD, *encoded.word_ids, NO_WORD])
     targets = np.arange(encoded.first_target, len(encoded.ids)) + 1
     rows = np.broadcast_to(words, (len(targets), len(words)))
