@@ -30,18 +30,26 @@ PARALLELISM_VARIABLE = "TOKENIZERS_PARALLELISM"
 TEXTS_PER_THREAD = 4096
 """Fewest texts worth a tokenizer thread of their own (see :func:`_encode_in_threads`)."""
 
-GAPS = (" ", "  ", "\t", "\n", "\u00a0", "\u2009", "\u202f", "\u3000")
-"""The whitespace that separates words in real text, probed one kind at a time (see
-:func:`whitespace_inside_words`): space, double space, tab, newline, no-break, thin,
-narrow no-break and ideographic space."""
+INFORMATION_SEPARATORS = "\x1c\x1d\x1e\x1f"
+"""Control characters that ``str.isspace()`` counts as whitespace but Unicode (and so the
+tokenizers' pre-tokenizers) does not."""
+
+WHITESPACE = "".join(
+    ch for ch in map(chr, range(0x3001)) if ch.isspace() and ch not in INFORMATION_SEPARATORS
+)
+"""Unicode's whitespace (its ``White_Space`` property, U+3000 the highest): space, tab,
+line and paragraph ends, no-break, thin, ideographic spaces, ...: 25 characters."""
+
+LAST_WHITESPACE = ord(WHITESPACE[-1])
+
+GAPS = ("  ", *WHITESPACE)
+"""What may separate two words, probed one kind at a time (see
+:func:`whitespace_inside_words`): each whitespace character, and a double space."""
 
 PROBE_WORDS = ("Hooligans", "wrecked", "3", "souvenirs,", "didn't", "they?", "Two", "cafés.")
 """Words with letters, digits, punctuation and accents, for the probes of :data:`GAPS`."""
 
-LAST_WHITESPACE = 0x3000
-"""The highest code point for which ``str.isspace()`` is true (U+3000, ideographic space)."""
-
-_IS_WHITESPACE = np.array([chr(code).isspace() for code in range(LAST_WHITESPACE + 1)])
+_IS_WHITESPACE = np.isin(np.arange(LAST_WHITESPACE + 1), [ord(ch) for ch in WHITESPACE])
 
 
 @dataclass(frozen=True)
@@ -206,10 +214,14 @@ def strip_request(context: str, continuation: str) -> tuple[str, int]:
     return full.strip(), max(len(context) - leading, 0)
 
 
-def encode_requests(tokenizer: Any, requests: Sequence[tuple[str, str]]) -> Encodings:
+def encode_requests(
+    tokenizer: Any, requests: Sequence[tuple[str, str]], inside_words: str | None = None
+) -> Encodings:
     """Tokenize every ``(context, continuation)`` in one call of the tokenizer.
 
     A token that straddles the context/continuation boundary belongs to the continuation.
+    ``inside_words`` is :func:`whitespace_inside_words` of the tokenizer, when the caller
+    keeps it (it depends on the tokenizer alone); None probes the tokenizer again.
     """
     stripped = [strip_request(context, continuation) for context, continuation in requests]
     if not getattr(tokenizer, "is_fast", False):
@@ -228,10 +240,11 @@ def encode_requests(tokenizer: Any, requests: Sequence[tuple[str, str]]) -> Enco
             [encodings[i].offsets for i in with_context], [stripped[i][1] for i in with_context]
         )
     encoded = Encodings.from_lists(ids, words, first_target)
-    gaps = whitespace_inside_words(tokenizer) if texts else ""
-    if not gaps:
+    if inside_words is None:
+        inside_words = whitespace_inside_words(tokenizer) if texts else ""
+    if not inside_words:
         return encoded
-    indices = np.flatnonzero(_holding_any(texts, gaps))
+    indices = np.flatnonzero(_holding_any(texts, inside_words))
     spans, lengths = _flat_spans([encodings[i].offsets for i in indices])
     positions = encoded.positions(indices)
     word_ids = encoded.word_ids.copy()
@@ -252,8 +265,10 @@ def whitespace_inside_words(tokenizer: Any) -> str:
     without an error.  A pre-tokenizer is a fixed rule on characters, so one probe per
     kind of gap (:data:`GAPS`) tells; only texts holding a kind found inside words are
     then split there (:func:`encode_requests`), and the others keep their word ids and
-    cost nothing more."""
-    probes = [gap.join(PROBE_WORDS) for gap in GAPS]
+    cost nothing more.  Whitespace that the tokenizer's normalizer deletes (BERT's drops
+    control characters such as U+000B) is not a gap the model sees, and is not probed."""
+    gaps = [gap for gap in GAPS if _kept(tokenizer, gap)]
+    probes = [gap.join(PROBE_WORDS) for gap in gaps]
     encodings = tokenizer(probes, add_special_tokens=False, verbose=False).encodings
     spans, lengths = _flat_spans([e.offsets for e in encodings])
     words = np.fromiter(
@@ -262,10 +277,18 @@ def whitespace_inside_words(tokenizer: Any) -> str:
         count=int(lengths.sum()),
     )
     split = split_words_at_whitespace(probes, words, spans, lengths)
-    merged = np.zeros(words.shape[0], dtype=bool)
-    merged[1:] = (words[1:] == words[:-1]) & (split[1:] != split[:-1])
     text_of = np.repeat(np.arange(len(probes)), lengths)
-    return "".join(sorted({ch for i in np.unique(text_of[merged]) for ch in GAPS[i]}))
+    merged = np.zeros(words.shape[0], dtype=bool)
+    merged[1:] = (
+        (words[1:] == words[:-1]) & (split[1:] != split[:-1]) & (text_of[1:] == text_of[:-1])
+    )
+    return "".join(sorted({ch for i in np.unique(text_of[merged]) for ch in gaps[i]}))
+
+
+def _kept(tokenizer: Any, text: str) -> bool:
+    """Whether anything of ``text`` is left after the tokenizer's normalizer."""
+    normalizer = getattr(getattr(tokenizer, "backend_tokenizer", None), "normalizer", None)
+    return normalizer is None or bool(normalizer.normalize_str(text))
 
 
 def _holding_any(texts: Sequence[str], characters: str) -> np.ndarray:

@@ -28,6 +28,7 @@ from pll_harness.encoding import (
     encode_requests,
     require_fast_tokenizer,
     special_tokens,
+    whitespace_inside_words,
 )
 from pll_harness.heads import split_masked_lm
 from pll_harness.loading import LoadedModel, load_masked_lm, model_max_length
@@ -140,6 +141,9 @@ class PLLScorer:
             vocab_size=_vocab_size(model),
         )
         self._vocabulary: list[str] | None = None
+        self._whitespace_inside_words = (
+            whitespace_inside_words(tokenizer) if getattr(tokenizer, "is_fast", False) else ""
+        )
         self._warned: set[str] = set()
         """The one-time warnings already given, shared with :meth:`with_metric`'s scorers."""
         self._literal_specials = np.array(
@@ -245,7 +249,8 @@ class PLLScorer:
         index: dict[tuple[str, str], int] = {}
         keys = [index.setdefault(pair, len(index)) for pair in map(tuple, requests)]
         pairs = list(index)
-        encodings = self._literal_specials_in(encode_requests(self.tokenizer, pairs))
+        encoded = encode_requests(self.tokenizer, pairs, self._whitespace_inside_words)
+        encodings = self._literal_specials_in(encoded)
         return keys, Jobs([continuation for _, continuation in pairs], encodings)
 
     def _literal_specials_in(self, encodings: Encodings) -> Encodings:

@@ -4,10 +4,11 @@ tokens form a word, on those and sentencepiece-style pieces."""
 from __future__ import annotations
 
 import itertools
+import re
 
 import numpy as np
 import pytest
-from tokenizers import pre_tokenizers
+from tokenizers import Regex, pre_tokenizers
 from transformers import AutoTokenizer
 
 from pll_harness import encoding
@@ -212,16 +213,22 @@ def test_words_that_break_at_whitespace_are_the_tokenizers_own(model, request):
         assert encoded.item(index).word_ids == tuple(own)
 
 
-SPACES_ONLY = "\t\n\u00a0\u2009\u202f\u3000"
+SPACES_ONLY = encoding.WHITESPACE.replace(" ", "")
 
 
 @pytest.mark.parametrize(
     ("pre_tokenizer", "inside"),
     [
-        (pre_tokenizers.Metaspace(split=False), " " + SPACES_ONLY),  # Llama's
+        (pre_tokenizers.Metaspace(split=False), encoding.WHITESPACE),  # Llama's
         (pre_tokenizers.Metaspace(split=True), SPACES_ONLY),  # BigBird's: splits at " " only
+        (  # every gap but the tab: a probe that is one word must not mark the next gap
+            pre_tokenizers.Split(
+                Regex(f"[{re.escape(SPACES_ONLY.replace(chr(9), ''))} ]+"), "removed"
+            ),
+            "\t",
+        ),
     ],
-    ids=["metaspace-unsplit", "metaspace-spaces-only"],
+    ids=["metaspace-unsplit", "metaspace-spaces-only", "split-all-but-tab"],
 )
 def test_words_that_span_whitespace_are_split_there(tiny_sentencepiece_dir, pre_tokenizer, inside):
     tokenizer = AutoTokenizer.from_pretrained(tiny_sentencepiece_dir)

@@ -376,3 +376,18 @@ def test_a_scorer_under_another_metric_shares_the_model_and_its_warnings(tiny_be
     assert caplog.text.count("empty or only whitespace") == 1
     with pytest.raises(ValueError, match="nope"):
         base.with_metric("nope")
+
+
+def test_the_tokenizer_is_probed_for_whitespace_once(tiny_bert_dir, monkeypatch):
+    """Which whitespace a tokenizer keeps inside words depends on the tokenizer alone: the
+    scorer asks once, not once per call (a tool scores sentence by sentence)."""
+    from pll_harness import encoding
+
+    scorer = PLLScorer.from_pretrained(tiny_bert_dir, device="cpu")
+
+    def probed(tokenizer):
+        raise AssertionError("probed again")
+
+    monkeypatch.setattr(encoding, "whitespace_inside_words", probed)
+    scorer.score(["A cat sat."])
+    scorer.score_requests([("The cat", " sat.")])

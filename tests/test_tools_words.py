@@ -3,29 +3,12 @@
 from __future__ import annotations
 
 from pll_harness.scorer import PLLScorer
-from pll_harness.tools.words import (
-    is_wordlike,
-    split_at_whitespace,
-    word_ids,
-    word_spans,
-    words_of,
-)
+from pll_harness.tools.words import is_wordlike, word_ids, word_spans, words_of
 
 
 def test_word_spans():
     assert word_spans([0, 1, 1, 1, 2]) == [(0, 1), (1, 4), (4, 5)]
     assert word_spans([]) == []
-
-
-def test_split_at_whitespace():
-    text = "A cat sat. <s> Ok"
-    # one word id for all (Llama's Metaspace without split); a special token has none
-    offsets = [(0, 1), (1, 5), (5, 9), (9, 10), (11, 14), (14, 17)]
-    assert split_at_whitespace(text, [0, 0, 0, 0, None, 0], offsets) == [0, 1, 2, 2, -1, 3]
-    # byte-level BPE: a lone space token opens the word the next token continues
-    text = "a  cat."
-    offsets = [(0, 1), (1, 2), (2, 3), (3, 6), (6, 7)]
-    assert split_at_whitespace(text, [0, 1, 2, 2, 3], offsets) == [0, 1, 2, 2, 3]
 
 
 def test_words_are_rebuilt_from_their_pieces(tiny_model_dir):

@@ -7,7 +7,7 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from pll_harness.tools.words import split_at_whitespace
+from pll_harness.encoding import encode_requests, whitespace_inside_words
 
 PROBE = "The cat sat on the mat."
 """A text whose first tokens test that a loaded model is causal."""
@@ -78,6 +78,9 @@ class CausalScorer:
         )
         self.max_length = int(positions)
         self.batch_size = batch_size
+        self._whitespace_inside_words = (
+            whitespace_inside_words(tok) if getattr(tok, "is_fast", False) else ""
+        )
 
     def _sees_only_the_past(self) -> bool:
         """Whether appending a token leaves the predictions before it unchanged.  Asked of
@@ -97,16 +100,12 @@ class CausalScorer:
         return list(self.tokenizer(text.strip(), add_special_tokens=False)["input_ids"])
 
     def word_ids(self, text: str) -> list[int]:
-        """Word index per token (fast tokenizers), or one word per token otherwise.  Words
-        also break at whitespace: Llama's, Mistral's and Gemma's tokenizers do not split
-        at spaces before BPE, so their own word ids make a whole sentence one word."""
-        text = text.strip()
-        try:
-            enc = self.tokenizer(text, add_special_tokens=False, return_offsets_mapping=True)
-            ids = enc.word_ids()
-        except (ValueError, AttributeError, NotImplementedError):
-            return list(range(len(self.encode(text))))
-        return split_at_whitespace(text, ids, enc["offset_mapping"])
+        """Word index per token by the masked-LM engine's rule (the fast tokenizer's words,
+        never spanning whitespace: Llama's, Mistral's and Gemma's tokenizers do not split
+        at spaces before BPE, so their own word ids make a whole sentence one word), or one
+        word per token for a slow tokenizer."""
+        encoded = encode_requests(self.tokenizer, [("", text)], self._whitespace_inside_words)
+        return list(encoded.item(0).word_ids)
 
     def score(self, texts: Sequence[str], context: str = "") -> list[CausalScore]:
         """Score each text (given an optional ``context``, visible and never scored)."""

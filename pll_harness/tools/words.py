@@ -6,11 +6,6 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
-import numpy as np
-
-from pll_harness.encoding import split_words_at_whitespace
-from pll_harness.masking import NO_WORD
-
 if TYPE_CHECKING:
     from pll_harness.scorer import PLLScorer
 
@@ -33,20 +28,6 @@ def word_spans(ids: Sequence[int]) -> list[tuple[int, int]]:
             spans.append((start, index))
             start = index
     return spans if ids else []
-
-
-def split_at_whitespace(
-    text: str, ids: Sequence[int | None], offsets: Sequence[tuple[int, int]]
-) -> list[int]:
-    """Word ids (numbered from 0) that also start a new word at a token after whitespace
-    or beginning with it, given each token's character ``offsets`` in ``text``; tokens
-    outside any word (``None``) get -1.  A tokenizer that does not pre-tokenize at
-    spaces (Llama's Metaspace without ``split``) gives one word id to a whole text.
-    One text's view of the engine's rule, so that causal and masked words agree."""
-    words = np.array([NO_WORD if w is None else w for w in ids], dtype=np.int64)
-    spans = np.array(offsets, dtype=np.int64).reshape(-1, 2)
-    lengths = np.array([len(words)], dtype=np.int64)
-    return split_words_at_whitespace([text], words, spans, lengths).tolist()
 
 
 def words_of(tokenizer: Any, tokens: Sequence[str], ids: Sequence[int]) -> list[tuple[str, int]]:
