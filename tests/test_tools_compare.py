@@ -282,6 +282,16 @@ def test_rows_follow_the_settings_the_model_recorded(tmp_path):
     assert merged.scores["eventsadapt_pll"]["acc"] == 0.7
     assert merged.settings == {"pll_metric": "word_l2r", "dtype": "float32", "max_length": "512"}
 
+    # one folder name in two places: two rows, told apart by the recorded paths
+    elsewhere = {**recorded, "model_checkpoint": "/other/run1"}
+    _result(folder, "d", "pll-mlm", {"pretrained": "run1"}, {"blimp_pll": 0.5}, recorded=elsewhere)
+    labels = sorted(run.label for run in load_runs([folder]))
+    assert labels == [
+        "ckpt/run1 (word_l2r, dtype=bfloat16)",
+        "ckpt/run1 (word_l2r, dtype=float32)",
+        "other/run1 (word_l2r)",
+    ]
+
 
 def test_one_task_twice_in_a_row_warns_and_the_newer_file_wins(tmp_path, capsys):
     folder = tmp_path / "results"

@@ -246,12 +246,13 @@ def _assign_labels(runs: Sequence[ModelRun]) -> None:
     """Unique labels, as short as they can be: rows whose checkpoints share a folder name
     show more of their paths (``run1/final``, ``run2/final``), and rows of one checkpoint
     scored differently name the settings in which they differ (``dtype=float16``)."""
-    depth = [len(PurePosixPath(short_model_name(r.pretrained)).parts) for r in runs]
+    names = [run.checkpoint or run.pretrained for run in runs]
+    depth = [len(PurePosixPath(short_model_name(name)).parts) for name in names]
 
     def same_label() -> list[list[int]]:
         groups: dict[str, list[int]] = {}
         for i, run in enumerate(runs):
-            name = _tail(run.pretrained, depth[i])
+            name = _tail(names[i], depth[i])
             kind = run.pll_metric or run.model_type
             groups.setdefault(_label(name, kind, (), run.limit), []).append(i)
         return list(groups.values())
@@ -261,19 +262,19 @@ def _assign_labels(runs: Sequence[ModelRun]) -> None:
         for group in same_label()
         if len({runs[i].key[1] for i in group}) > 1
         for i in group
-        if _tail(runs[i].pretrained, depth[i]) != _tail(runs[i].pretrained, depth[i] + 1)
+        if _tail(names[i], depth[i]) != _tail(names[i], depth[i] + 1)
     ]:
         for i in longer:
             depth[i] += 1
     for group in same_label():
         settings = [runs[i].settings for i in group]
-        names = sorted({k for s in settings for k in s} - {"pll_metric"})
-        differing = [k for k in names if len({s.get(k) for s in settings}) > 1]
+        keys = sorted({k for s in settings for k in s} - {"pll_metric"})
+        differing = [k for k in keys if len({s.get(k) for s in settings}) > 1]
         for i in group:
             run = runs[i]
             extras = [f"{k}={run.settings[k]}" for k in differing if k in run.settings]
             kind = run.pll_metric or run.model_type
-            run.label = _label(_tail(run.pretrained, depth[i]), kind, extras, run.limit)
+            run.label = _label(_tail(names[i], depth[i]), kind, extras, run.limit)
 
 
 def load_runs(paths: Iterable[str | Path]) -> list[ModelRun]:
