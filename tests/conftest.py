@@ -100,6 +100,14 @@ def tiny_gpt2(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 @pytest.fixture(scope="session")
+def tiny_llama(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A random 1-layer Llama whose tokenizer adds ``<s>`` itself (see tools_support)."""
+    from tools_support import build_tiny_llama
+
+    return build_tiny_llama(tmp_path_factory.mktemp("llama") / "tiny-llama")
+
+
+@pytest.fixture(scope="session")
 def minicons_scores() -> dict[str, Any]:
     """The parsed ``minicons_scores.json`` (see ``minicons_run`` to pick one model and metric)."""
     return json.loads(MINICONS_SCORES.read_text())

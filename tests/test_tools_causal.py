@@ -2,9 +2,7 @@
 
 from __future__ import annotations
 
-import json
 import math
-from pathlib import Path
 
 import pytest
 from tools_support import causal_reference
@@ -42,41 +40,6 @@ def test_a_context_is_visible_and_not_scored(tiny_gpt2):
         causal_reference(tiny_gpt2, " the souvenir.", context="The traveler lost"), abs=1e-4
     )
     assert given.logprob != pytest.approx(alone.logprob, abs=1e-4)
-
-
-def build_tiny_llama(folder: Path) -> Path:
-    """A random 1-layer Llama with transformers' own ``LlamaTokenizer`` (BPE over a
-    Metaspace pre-tokenizer that does not split at spaces, as Llama's and Mistral's do),
-    trained on a few sentences; it adds ``<s>`` itself."""
-    import torch
-    from tokenizers import Tokenizer, models, pre_tokenizers, trainers
-    from transformers import LlamaConfig, LlamaForCausalLM, LlamaTokenizer
-
-    bpe = Tokenizer(models.BPE(unk_token="<unk>"))
-    bpe.pre_tokenizer = pre_tokenizers.Metaspace()
-    trainer = trainers.BpeTrainer(vocab_size=120, special_tokens=["<unk>", "<s>", "</s>"])
-    bpe.train_from_iterator([PARAGRAPH] * 20, trainer)
-    learnt = json.loads(bpe.to_str())["model"]
-    tokenizer = LlamaTokenizer(vocab=learnt["vocab"], merges=[tuple(m) for m in learnt["merges"]])
-    tokenizer.save_pretrained(folder)
-    torch.manual_seed(0)
-    config = LlamaConfig(
-        vocab_size=len(tokenizer),
-        hidden_size=16,
-        intermediate_size=32,
-        num_hidden_layers=1,
-        num_attention_heads=2,
-        max_position_embeddings=64,
-        bos_token_id=tokenizer.bos_token_id,
-        eos_token_id=tokenizer.eos_token_id,
-    )
-    LlamaForCausalLM(config).eval().save_pretrained(folder)
-    return folder
-
-
-@pytest.fixture(scope="module")
-def tiny_llama(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return build_tiny_llama(tmp_path_factory.mktemp("llama") / "tiny-llama")
 
 
 def test_a_tokenizer_that_adds_bos_itself_gets_one_bos(tiny_llama):

@@ -236,3 +236,15 @@ def test_a_diagnosis_folder_of_other_sentences_is_refused_or_overwritten(tiny_be
     rows = list(csv.DictReader((out / "words.csv").open()))
     assert [row["word"] for row in rows] == [word["word"] for word in fresh.words]
     assert {row["model"] for row in rows} == {tiny_bert_dir}
+
+
+def test_a_diagnosis_folder_of_another_causal_model_is_refused(
+    tiny_bert_dir, tiny_gpt2, tiny_llama, tmp_path
+):
+    data = tmp_path / "a.txt"
+    data.write_text("A cat sat on the mat.\nThe dog barked.\n")
+    out = tmp_path / "diag"
+    diagnose(tiny_bert_dir, str(data), out, metrics="original", causal=str(tiny_gpt2))
+    (out / "sentences.csv").unlink()  # the words' table must say so too
+    with pytest.raises(ValueError, match="was written with causal_model"):
+        diagnose(tiny_bert_dir, str(data), out, metrics="original", causal=str(tiny_llama))

@@ -477,3 +477,17 @@ def test_a_resumed_output_is_scored_by_one_model(
     monkeypatch.chdir(Path(tiny_bert_dir).parent)
     relative = Path(tiny_bert_dir).name + "/"
     assert score_file(_sentences(), relative, out, metrics="original", progress=False) == 2
+
+
+def test_a_resumed_output_is_scored_by_one_causal_model(
+    tmp_path, tiny_bert_dir, tiny_gpt2, tiny_llama
+):
+    """The causal columns of another --causal model would mix with the first's as well."""
+    out = tmp_path / "s.csv"
+    settings = {"metrics": "original", "progress": False}
+    score_file(_sentences()[:2], tiny_bert_dir, out, causal=str(tiny_gpt2), **settings)
+    rows = list(csv.DictReader(out.open()))
+    assert {r["causal_model"] for r in rows} == {str(Path(tiny_gpt2).resolve())}
+    with pytest.raises(ValueError, match=r"was written with causal_model .*tiny-gpt2"):
+        score_file(_sentences(), tiny_bert_dir, out, causal=str(tiny_llama), **settings)
+    assert score_file(_sentences(), tiny_bert_dir, out, causal=str(tiny_gpt2), **settings) == 2

@@ -1,13 +1,16 @@
-"""Helpers shared by the ``test_tools_*`` files: a tiny causal LM and PNG checks."""
+"""Helpers shared by the ``test_tools_*`` files: tiny causal LMs and PNG checks."""
 
 from __future__ import annotations
 
+import json
 import shutil
 from pathlib import Path
 
 TESTS_DIR = Path(__file__).resolve().parent
 TINY_ROBERTA = TESTS_DIR / "fixtures" / "models" / "tiny-roberta-bpe"
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
+LLAMA_TEXT = "The traveler lost the souvenir. A cat sat on the mat. She is a nurse."
+"""What the tiny Llama's tokenizer is trained on."""
 
 
 def build_tiny_gpt2(folder: Path) -> Path:
@@ -31,6 +34,36 @@ def build_tiny_gpt2(folder: Path) -> Path:
         eos_token_id=tokenizer.eos_token_id,
     )
     GPT2LMHeadModel(config).eval().save_pretrained(folder)
+    return folder
+
+
+def build_tiny_llama(folder: Path) -> Path:
+    """A random 1-layer Llama with transformers' own ``LlamaTokenizer`` (BPE over a
+    Metaspace pre-tokenizer that does not split at spaces, as Llama's and Mistral's do),
+    trained on a few sentences; it adds ``<s>`` itself."""
+    import torch
+    from tokenizers import Tokenizer, models, pre_tokenizers, trainers
+    from transformers import LlamaConfig, LlamaForCausalLM, LlamaTokenizer
+
+    bpe = Tokenizer(models.BPE(unk_token="<unk>"))
+    bpe.pre_tokenizer = pre_tokenizers.Metaspace()
+    trainer = trainers.BpeTrainer(vocab_size=120, special_tokens=["<unk>", "<s>", "</s>"])
+    bpe.train_from_iterator([LLAMA_TEXT] * 20, trainer)
+    learnt = json.loads(bpe.to_str())["model"]
+    tokenizer = LlamaTokenizer(vocab=learnt["vocab"], merges=[tuple(m) for m in learnt["merges"]])
+    tokenizer.save_pretrained(folder)
+    torch.manual_seed(0)
+    config = LlamaConfig(
+        vocab_size=len(tokenizer),
+        hidden_size=16,
+        intermediate_size=32,
+        num_hidden_layers=1,
+        num_attention_heads=2,
+        max_position_embeddings=64,
+        bos_token_id=tokenizer.bos_token_id,
+        eos_token_id=tokenizer.eos_token_id,
+    )
+    LlamaForCausalLM(config).eval().save_pretrained(folder)
     return folder
 
 

@@ -34,7 +34,7 @@ from pll_harness.tools.metrics import metric_colour, metric_label, parse_metrics
 from pll_harness.tools.models import MLMScorers, short_model_name
 from pll_harness.tools.plotting import pyplot, save_figure
 from pll_harness.tools.progress import scoring_bar
-from pll_harness.tools.records import pll_column, score_columns, score_fields
+from pll_harness.tools.records import pll_column, score_columns, score_fields, scoring_models
 from pll_harness.tools.resumable import RecordFile, lift_csv_field_limit
 from pll_harness.tools.score import (
     default_chunk_size,
@@ -105,12 +105,12 @@ def _oov(word_lists: Sequence[Sequence[tuple[str, int]]]) -> dict[str, float]:
 WHOLE_NUMBER_COLUMNS = frozenset({"n_tokens", "n_words", "n_multi_token_words", "causal_n_tokens"})
 """Columns of the score tables that hold counts; the other numeric ones hold floats."""
 
-TEXT_COLUMNS = frozenset({"id", "text", "model", "word"})
+TEXT_COLUMNS = frozenset({"id", "text", "model", "causal_model", "word"})
 
 
 def word_columns(metrics: Sequence[str], causal: bool) -> list[str]:
-    """The columns of ``words.csv``: ``model`` as in ``score``'s output, so that a resumed
-    file never mixes two models' scores."""
+    """The columns of ``words.csv``: ``model`` (and ``causal_model``) as in ``score``'s
+    output, so that a resumed file never mixes two models' scores."""
     return ["word", "model", "n_tokens", "zipf", *score_columns(metrics, causal)]
 
 
@@ -209,6 +209,7 @@ def _score_words(
     requests = [(WORD_CONTEXT, w) for w in words]
     word_scores = scorers.score_requests(requests, progress.update if progress else None)
     causal_scores = causal.score(list(words), context=WORD_CONTEXT) if causal else None
+    causal_model = model_identity(causal.name) if causal else ""
     rows = []
     for index, word in enumerate(words):
         first = word_scores[scorers.metrics[0]][index]
@@ -218,7 +219,7 @@ def _score_words(
             "n_tokens": len(first.tokens),
             "zipf": zipf_frequency(word, "en"),
         }
-        row.update(score_fields(word_scores, index, causal_scores))
+        row.update(score_fields(word_scores, index, causal_scores, causal_model))
         rows.append(row)
     return rows
 
@@ -236,7 +237,7 @@ def _word_rows(
             return _score_words(words, scorers, causal, bar)
     path = keeping.folder / "words.csv"
     columns = word_columns(scorers.metrics, causal is not None)
-    fixed = {"model": model_identity(scorers.name)}
+    fixed = scoring_models(scorers.name, causal.name if causal else None)
     with InterruptGuard() as guard:
         table = RecordFile(path, "csv", columns, ("word",), keeping.overwrite, fixed=fixed)
         try:

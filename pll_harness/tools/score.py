@@ -20,7 +20,7 @@ from pll_harness.tools.interrupts import InterruptGuard
 from pll_harness.tools.metrics import parse_metrics
 from pll_harness.tools.models import MLMScorers
 from pll_harness.tools.progress import scoring_bar
-from pll_harness.tools.records import score_columns, score_fields
+from pll_harness.tools.records import score_columns, score_fields, scoring_models
 from pll_harness.tools.resumable import (
     DamagedOutput,
     RecordFile,
@@ -35,8 +35,9 @@ if TYPE_CHECKING:
     import torch
 
 SENTENCE_FIELDS = ("id", "text", "model", "n_tokens", "n_words", "n_multi_token_words")
-"""``model``: the masked LM that scored the row (:func:`model_identity`), so that a resumed
-output never mixes two models' scores."""
+"""``model``: the masked LM that scored the row (:func:`model_identity`; with
+``causal_model`` the fields of :func:`scoring_models`), so that a resumed output never
+mixes two models' scores."""
 
 
 def sentence_columns(metrics: Sequence[str], causal: bool) -> list[str]:
@@ -62,6 +63,7 @@ def score_sentences(
     texts = [s.text for s in sentences]
     per_metric = scorers.score(texts, progress.update if progress is not None else None)
     causal_scores = causal.score(texts) if causal is not None else None
+    causal_model = model_identity(causal.name) if causal is not None else ""
     records = []
     for index, sentence in enumerate(sentences):
         first = per_metric[scorers.metrics[0]][index]
@@ -74,7 +76,7 @@ def score_sentences(
             "n_tokens": len(first.tokens),
             "n_words": len(spans),
             "n_multi_token_words": sum(1 for a, b in spans if b - a > 1),
-            **score_fields(per_metric, index, causal_scores),
+            **score_fields(per_metric, index, causal_scores, causal_model),
         }
         record["tokens"] = [
             {
@@ -120,7 +122,7 @@ class _Output:
         token_path: Path | None,
         token_cols: list[str],
         overwrite: bool,
-        model: str,
+        models: dict[str, str],
     ) -> None:
         self.fmt, self.columns = fmt, columns
         self.main: RecordFile | None = None
@@ -133,7 +135,7 @@ class _Output:
             return
         try:
             self.main = RecordFile(
-                path, fmt, columns, ("id",), overwrite, JSONL_NESTED, fixed={"model": model}
+                path, fmt, columns, ("id",), overwrite, JSONL_NESTED, fixed=models
             )
             self.done = {str(r["id"]): str(r["text"]) for r in self.main.records}
             if token_path is not None:
@@ -249,7 +251,10 @@ def score_file(
             Path(token_output) if token_output else None,
             token_columns(metric_list),
             overwrite,
-            model_identity(scorers.name if scorers is not None else model),
+            scoring_models(
+                scorers.name if scorers is not None else model,
+                causal_scorer.name if causal_scorer is not None else causal,
+            ),
         )
         try:
             for sentence in sentences:
