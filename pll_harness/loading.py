@@ -117,7 +117,7 @@ def load_masked_lm(
     if tokenizer is not None:
         tokenizer = resolve_pretrained(tokenizer)
     check_model_source(pretrained, "pretrained")
-    if revision and Path(pretrained).is_dir():
+    if revision not in (None, "", "main") and Path(pretrained).is_dir():
         raise ValueError(
             f"revision={revision!r} picks a commit of a Hugging Face Hub repository, but "
             f"{pretrained} is a local folder, whose files transformers loads as they are. "

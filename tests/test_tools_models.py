@@ -33,3 +33,12 @@ def test_every_metric_shares_one_model_and_says_a_warning_once(tiny_bert_dir, ca
     with caplog.at_level(logging.WARNING):
         scorers.score(["The cat [SEP] sat.", "A dog sat."])
     assert caplog.text.count("special tokens written out in the text") == 1
+
+
+def test_metrics_are_checked_before_the_model_loads():
+    import pytest
+
+    with pytest.raises(ValueError, match="No metric given"):
+        MLMScorers("no-such-model", [])
+    with pytest.raises(ValueError, match="nope"):
+        MLMScorers("no-such-model", ["nope"])

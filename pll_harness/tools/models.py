@@ -7,6 +7,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
+from pll_harness.tools.metrics import parse_metrics
 from pll_harness.tools.words import word_ids
 
 
@@ -28,6 +29,7 @@ class MLMScorers:
         from pll_harness.loading import load_masked_lm
         from pll_harness.scorer import PLLScorer
 
+        self.metrics = parse_metrics(metrics)
         self.name = model
         loaded = load_masked_lm(
             model,
@@ -38,7 +40,6 @@ class MLMScorers:
         )
         self.tokenizer = loaded.tokenizer
         self.device = loaded.device
-        self.metrics = list(metrics)
         first = PLLScorer(
             loaded.model,
             loaded.tokenizer,
