@@ -423,20 +423,37 @@ def build(kind: str, corpus: list[str], out_root: Path) -> None:
         if kind == "bert"
         else Spec("tiny-roberta-bpe", "<mask>", "<pad>")
     )
-    out = out_root / spec.name
+    out = fresh_folder(out_root / spec.name)
+    tok = train_bert_tokenizer(corpus) if kind == "bert" else train_roberta_tokenizer(corpus)
+    save_tokenizer(tok, kind, out)
+    model = make_model(kind, tok.get_vocab_size())
+    train_save_report(model, tok, corpus, spec, out, lambda: verify_saved(out, tok, kind))
+
+
+def fresh_folder(out: Path) -> Path:
+    """``out``, empty, with the seeds reset: a fixture builds the same whatever ran before."""
     if out.exists():
         shutil.rmtree(out)
     out.mkdir(parents=True)
     random.seed(SEED)
     torch.manual_seed(SEED)
-    tok = train_bert_tokenizer(corpus) if kind == "bert" else train_roberta_tokenizer(corpus)
-    save_tokenizer(tok, kind, out)
-    model = make_model(kind, tok.get_vocab_size())
+    return out
+
+
+def train_save_report(
+    model: PreTrainedModel,
+    tok: Tokenizer,
+    corpus: list[str],
+    spec: Spec,
+    out: Path,
+    verify: Callable[[], None],
+) -> None:
+    """Train the model, save it beside its tokenizer, ``verify`` the folder, report."""
     start = time.time()
     loss = train_mlm(model, tok, corpus, spec)
     rate = self_argmax_rate(model, tok, corpus, spec)
     model.save_pretrained(str(out))
-    verify_saved(out, tok, kind)
+    verify()
     size = sum(p.stat().st_size for p in out.iterdir())
     print(
         f"  {spec.name}: vocab {tok.get_vocab_size()}, final loss {loss:.3f}, "

@@ -31,11 +31,8 @@ Run from the repository root, in the main venv (transformers 5), about 3 minutes
 from __future__ import annotations
 
 import math
-import random
-import shutil
 import string
 import sys
-import time
 from collections import Counter
 from pathlib import Path
 
@@ -60,11 +57,11 @@ from build_tiny_models import (  # noqa: E402
     LAYERS,
     MODEL_MAX_LENGTH,
     MULTI_PIECE_WORDS,
-    SEED,
     Spec,
+    fresh_folder,
     learn_merges,
-    self_argmax_rate,
-    train_mlm,
+    pre_tokenized_words,
+    train_save_report,
 )
 from tiny_corpus import corpus_sentences  # noqa: E402
 
@@ -95,9 +92,7 @@ def training_text() -> list[str]:
 
 def unigram_vocab(texts: list[str], pipeline: Tokenizer) -> list[tuple[str, float]]:
     """Specials, then single characters, then BPE pieces, each with a log-frequency score."""
-    words: Counter[str] = Counter()
-    for text in texts:
-        words.update(word for word, _ in pipeline.pre_tokenizer.pre_tokenize_str(text))
+    words = pre_tokenized_words(pipeline, texts)
     alphabet_text = "".join(words) + string.ascii_letters + string.digits + string.punctuation
     alphabet = sorted(set(alphabet_text))
     pieces = list(alphabet)
@@ -173,12 +168,7 @@ def verify(out: Path, built: XLMRobertaTokenizer) -> None:
 
 def build(out_root: Path) -> None:
     """Make the tokenizer and model, train, save to ``out_root/NAME`` and verify."""
-    out = out_root / NAME
-    if out.exists():
-        shutil.rmtree(out)
-    out.mkdir(parents=True)
-    random.seed(SEED)
-    torch.manual_seed(SEED)
+    out = fresh_folder(out_root / NAME)
     texts = training_text()
     pipeline = XLMRobertaTokenizer(model_max_length=MODEL_MAX_LENGTH).backend_tokenizer
     tokenizer = XLMRobertaTokenizer(
@@ -187,17 +177,9 @@ def build(out_root: Path) -> None:
     assert tokenizer.convert_tokens_to_ids(SPECIALS) == list(range(len(SPECIALS)))
     tokenizer.save_pretrained(str(out))
     model = make_model(len(tokenizer))
-    start = time.time()
     spec = Spec(NAME, "<mask>", "<pad>")
-    loss = train_mlm(model, tokenizer.backend_tokenizer, texts, spec)
-    rate = self_argmax_rate(model, tokenizer.backend_tokenizer, texts, spec)
-    model.save_pretrained(str(out))
-    verify(out, tokenizer)
-    size = sum(p.stat().st_size for p in out.iterdir())
-    print(
-        f"  {NAME}: vocab {len(tokenizer)}, final loss {loss:.3f}, self-argmax {rate:.1%}, "
-        f"{time.time() - start:.0f}s, {size / 1e6:.2f} MB"
-    )
+    backend = tokenizer.backend_tokenizer
+    train_save_report(model, backend, texts, spec, out, lambda: verify(out, tokenizer))
 
 
 def main() -> None:
