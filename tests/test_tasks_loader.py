@@ -76,14 +76,41 @@ def test_where_filters_rows_in_file_order(tmp_path: Path) -> None:
         mp.load_minimal_pairs(str(csv), good="g", bad="b", where={"kind": "w"})
     with pytest.raises(KeyError, match="nope"):
         mp.load_minimal_pairs(str(csv), good="g", bad="b", where={"nope": 1})
+    numbers = _write_csv(tmp_path / "n.csv", "g,b,n\nA1.,B1.,1\nA2.,B2.,2\n")
+    with pytest.raises(ValueError, match=r"keeps no rows .*'n': 'int'"):
+        mp.load_minimal_pairs(str(numbers), good="g", bad="b", where={"n": "1"})
+
+
+def test_an_empty_sentence_is_named_by_its_row_in_the_file(tmp_path: Path) -> None:
+    """Rows count in the file as read (before ``where``), in the file's column names."""
+    csv = _write_csv(tmp_path / "p.csv", "g,b,k\nA1.,B1.,x\nA2.,B2.,y\nA3.,B3.,x\n,B4.,x\n")
+    with pytest.raises(ValueError, match=r"p\.csv: data row 4 has no sentence in 'g'"):
+        mp.load_minimal_pairs(str(csv), good="g", bad="b", where={"k": "x"})
+
+
+@pytest.mark.parametrize(
+    ("loader", "options", "match"),
+    [
+        (mp.load_minimal_pairs, {"wehre": {"k": "x"}}, "did you mean 'where'"),
+        (mp.load_minimal_pairs, {"data_fromat": "csv"}, "did you mean 'data_format'"),
+        (mp.load_minimal_pairs, {"first": "g"}, "other pair template"),
+        (mp.load_pair_preferences, {"good": "g"}, "other pair template"),
+    ],
+)
+def test_a_misspelt_or_foreign_option_is_refused(tmp_path: Path, loader, options, match) -> None:
+    """lm-eval passes metadata beside the options, so only near misses can be told."""
+    csv = _write_csv(tmp_path / "p.csv", "g,b,k\nA1.,B1.,x\nA2.,B2.,y\n")
+    with pytest.raises(ValueError, match=match):
+        loader(str(csv), **options)
+    assert len(mp.load_minimal_pairs(str(csv), "g", "b", version=1.0, seed=3)[mp.SPLIT]) == 2
 
 
 @pytest.mark.parametrize(
     ("text", "kwargs", "error", "match"),
     [
         ("g,b\nA.,B.\n", {"good": "g", "bad": "bad"}, KeyError, "bad"),
-        ("g,b\nA.,\n", {"good": "g", "bad": "b"}, ValueError, "row 0"),
-        ("g,b\nA.,   \n", {"good": "g", "bad": "b"}, ValueError, "row 0"),
+        ("g,b\nA.,\n", {"good": "g", "bad": "b"}, ValueError, "data row 1 .* in 'b'"),
+        ("g,b\nA.,   \n", {"good": "g", "bad": "b"}, ValueError, "data row 1 .* in 'b'"),
         ("g,sentence_bad,b\nA.,x,B.\n", {"good": "g", "bad": "b"}, ValueError, "already has"),
         ("g,b\nA.,B.\n", {"good": "g", "bad": "g"}, ValueError, "two different"),
         ("g,b\n", {"good": "g", "bad": "b"}, ValueError, "no (data|sentence pairs)"),
@@ -103,6 +130,10 @@ def test_unknown_format_asks_for_data_format(tmp_path: Path) -> None:
         mp.load_minimal_pairs(str(odd), good="g", bad="b")
     loaded = mp.load_minimal_pairs(str(odd), good="g", bad="b", data_format="csv")
     assert loaded[mp.SPLIT][0]["sentence_bad"] == "B."
+    lines = _write_csv(tmp_path / "pairs.dat", '{"g": "A.", "b": "B."}\n')
+    for fmt in ("json", "jsonl"):
+        loaded = mp.load_minimal_pairs(str(lines), good="g", bad="b", data_format=fmt)
+        assert loaded[mp.SPLIT][0]["sentence_bad"] == "B."
 
 
 def test_preference_pairs_use_their_own_column_names(tmp_path: Path) -> None:

@@ -15,6 +15,7 @@ the same four steps, named from the YAML templates in ``templates/``:
 
 from __future__ import annotations
 
+import difflib
 import logging
 import weakref
 from collections.abc import Callable, Mapping, Sequence
@@ -31,8 +32,8 @@ SPLIT = "test"
 GOOD, BAD = "sentence_good", "sentence_bad"
 FIRST, SECOND = "sentence_first", "sentence_second"
 
-DATA_FORMATS = ("csv", "json", "parquet", "tsv")
-"""What ``data_format`` may say (``json`` reads JSON Lines)."""
+DATA_FORMATS = ("csv", "json", "jsonl", "parquet", "tsv")
+"""What ``data_format`` may say (``json`` and ``jsonl`` both read JSON Lines)."""
 
 
 class _DropCustomDatasetAdvice(logging.Filter):
@@ -68,6 +69,7 @@ def load_minimal_pairs(
 
     ``options`` are those of :func:`load_pairs`; lm-eval also passes the task's metadata here.
     """
+    _check_options(options, ("good", "bad"))
     return load_pairs(data_files, {good: GOOD, bad: BAD}, **options)
 
 
@@ -78,7 +80,40 @@ def load_pair_preferences(
     **options: Any,
 ) -> datasets.DatasetDict:
     """``custom_dataset`` for pairs with no right answer (e.g. stereotype vs anti-stereotype)."""
+    _check_options(options, ("first", "second"))
     return load_pairs(data_files, {first: FIRST, second: SECOND}, **options)
+
+
+LOADER_OPTIONS = ("data_files", "where", "data_format")
+"""The ``dataset_kwargs`` every pair template takes besides its two column names."""
+
+COLUMN_OPTIONS = ("good", "bad", "first", "second")
+"""The column names' options of the two loaders (``minimal_pair.yaml`` takes good/bad,
+``pair_preference.yaml`` and ``stereotype_pair.yaml`` first/second)."""
+
+
+def _check_options(options: Mapping[str, Any], columns: tuple[str, str]) -> None:
+    """Refuse a ``dataset_kwargs`` key that is a misspelt option or the other template's.
+
+    lm-eval hands the loader the task's ``dataset_kwargs`` mixed with its metadata (``version``,
+    every ``--metadata`` key), so unknown keys as such must pass; but ``wehre`` would
+    otherwise score every row of the file, and ``good`` on a pair-preference task be
+    ignored, without a word."""
+    known = (*columns, *LOADER_OPTIONS)
+    for key in options:
+        if key in known:
+            continue
+        if key in COLUMN_OPTIONS:
+            raise ValueError(
+                f"dataset_kwargs.{key} names a column for the other pair template; this one "
+                f"names its two sentence columns with {columns[0]!r} and {columns[1]!r}."
+            )
+        close = difflib.get_close_matches(key, known, n=1, cutoff=0.75)
+        if close:
+            raise ValueError(
+                f"dataset_kwargs has {key!r}: did you mean {close[0]!r}? The pair loaders "
+                f"take {', '.join(known)}."
+            )
 
 
 def load_pairs(
@@ -108,10 +143,12 @@ def load_pairs(
     paths = _resolve_paths(data_files, config_source)
     read, read_kwargs = _reader_for(paths[0], data_format)
     dataset = read([str(p) for p in paths], split=SPLIT, **read_kwargs)
+    rows = list(range(len(dataset)))
     if where:
-        dataset = _filter_rows(dataset, where)
+        rows = _rows_where(dataset, where)
+        dataset = dataset.select(rows)
     dataset = _rename_pair_columns(dataset, columns)
-    _check_sentences(dataset, list(columns.values()), paths)
+    _check_sentences(dataset, columns, rows, paths)
     return datasets.DatasetDict({SPLIT: dataset})
 
 
@@ -152,7 +189,9 @@ def _reader_for(path: Path, data_format: str | None) -> tuple[Callable[..., Any]
                 f"cannot tell the format of {path.name}; set dataset_kwargs.data_format "
                 f"to one of {list(DATA_FORMATS)}"
             )
-        fmt = "json" if named == "jsonl" else named
+        fmt = named
+    if fmt == "jsonl":
+        fmt = "json"
     if fmt == "csv":
         return datasets.Dataset.from_csv, {"keep_default_na": False}
     if fmt == "tsv":
@@ -161,11 +200,12 @@ def _reader_for(path: Path, data_format: str | None) -> tuple[Callable[..., Any]
         return datasets.Dataset.from_json, {}
     if fmt == "parquet":
         return datasets.Dataset.from_parquet, {}
-    raise ValueError(f"unknown data_format {fmt!r}; use csv, tsv, json or parquet")
+    raise ValueError(f"unknown data_format {fmt!r}; use one of {list(DATA_FORMATS)}")
 
 
-def _filter_rows(dataset: datasets.Dataset, where: Mapping[str, Any]) -> datasets.Dataset:
-    """Select rows by column values, keeping file order (``select`` needs no hashing)."""
+def _rows_where(dataset: datasets.Dataset, where: Mapping[str, Any]) -> list[int]:
+    """The rows whose columns hold these values, in file order (``select`` needs no
+    hashing).  Values compare as read: a column of numbers wants numbers, not strings."""
     missing = [c for c in where if c not in dataset.column_names]
     if missing:
         raise KeyError(f"where: no column {missing} (columns: {dataset.column_names})")
@@ -177,8 +217,9 @@ def _filter_rows(dataset: datasets.Dataset, where: Mapping[str, Any]) -> dataset
         if all(columns[c][i] in values for c, values in wanted.items())
     ]
     if not keep:
-        raise ValueError(f"where={dict(where)} keeps no rows")
-    return dataset.select(keep)
+        kinds = {c: type(columns[c][0]).__name__ for c in wanted if columns[c]}
+        raise ValueError(f"where={dict(where)} keeps no rows (the columns hold {kinds})")
+    return keep
 
 
 def _rename_pair_columns(dataset: datasets.Dataset, columns: Mapping[str, str]) -> datasets.Dataset:
@@ -193,16 +234,22 @@ def _rename_pair_columns(dataset: datasets.Dataset, columns: Mapping[str, str]) 
     return dataset.rename_columns(renames) if renames else dataset
 
 
-def _check_sentences(dataset: datasets.Dataset, names: list[str], paths: list[Path]) -> None:
-    """Fail at load time, with the row number, rather than deep inside a model."""
+def _check_sentences(
+    dataset: datasets.Dataset, columns: Mapping[str, str], rows: list[int], paths: list[Path]
+) -> None:
+    """Fail at load time, naming the data row (1 the first, in the files as read, before
+    ``where``) and the file's column, rather than deep inside a model."""
     if len(dataset) == 0:
         raise ValueError(f"{', '.join(p.name for p in paths)}: no sentence pairs")
-    batch = dataset.select_columns(names)[:]  # one batch read, not a row loop
-    for name in names:
-        for row, sentence in enumerate(batch[name]):
+    batch = dataset.select_columns(list(columns.values()))[:]  # one batch read, no row loop
+    for column, name in columns.items():
+        for index, sentence in enumerate(batch[name]):
             if not isinstance(sentence, str) or not sentence.strip():
                 where = ", ".join(p.name for p in paths)
-                raise ValueError(f"{where}: row {row} has no sentence in {name!r}: {sentence!r}")
+                raise ValueError(
+                    f"{where}: data row {rows[index] + 1} has no sentence in {column!r}: "
+                    f"{sentence!r}"
+                )
 
 
 # --------------------------------------------------------------------------- documents
