@@ -32,25 +32,12 @@ from __future__ import annotations
 
 import math
 import string
-import sys
 from collections import Counter
 from pathlib import Path
 
 import torch
-from tokenizers import Tokenizer
-from transformers import (
-    AutoModelForMaskedLM,
-    AutoTokenizer,
-    XLMRobertaConfig,
-    XLMRobertaForMaskedLM,
-    XLMRobertaTokenizer,
-)
-
-REPO_ROOT = Path(__file__).resolve().parents[1]
-FIXTURES = REPO_ROOT / "tests" / "fixtures"
-sys.path.insert(0, str(FIXTURES))
-
-from build_tiny_models import (  # noqa: E402
+from build_tiny_models import (  # puts tests/fixtures on sys.path, for tiny_corpus
+    FIXTURES,
     HEADS,
     HIDDEN,
     INTERMEDIATE,
@@ -63,7 +50,15 @@ from build_tiny_models import (  # noqa: E402
     pre_tokenized_words,
     train_save_report,
 )
-from tiny_corpus import corpus_sentences  # noqa: E402
+from tiny_corpus import corpus_sentences
+from tokenizers import Tokenizer
+from transformers import (
+    AutoModelForMaskedLM,
+    AutoTokenizer,
+    XLMRobertaConfig,
+    XLMRobertaForMaskedLM,
+    XLMRobertaTokenizer,
+)
 
 NAME = "tiny-xlmr-unigram"
 VOCAB_SIZE = 600
