@@ -47,12 +47,14 @@ def score_shared_tokens(
     """Each pair's two sentences, scored on the tokens they share only.
 
     The results hold the shared tokens of each sentence and their log-probabilities; their
-    ``logprob`` is the paper's sentence score (a sum, in nats).
+    ``logprob`` is the paper's sentence score (a sum, in nats).  Which tokens are shared
+    can depend on the order of a pair's sentences (difflib keeps, of two equally long
+    matches, the one first in the first sentence): ``metric.py`` puts ``sent_less`` first
+    in an antistereo pair, as ``pll-harness crows-pairs`` does.
     """
     from pll_harness.scorer import Jobs
 
-    if isinstance(pairs, tuple) and len(pairs) == 2 and isinstance(pairs[0], str):
-        raise TypeError("pairs must be a sequence of (sentence, sentence) pairs, not one pair.")
+    _check_pairs(pairs)
     sentences = [sentence for pair in pairs for sentence in pair]
     keys, distinct = scorer.distinct_jobs([("", sentence) for sentence in sentences])
     encodings = distinct.encodings.select(np.asarray(keys, dtype=np.int64))
@@ -72,3 +74,15 @@ def score_shared_tokens(
     jobs = Jobs(sentences, encodings.with_scored(scored & encodings.scored))
     scores = scorer.score_jobs(jobs)
     return [(scores[2 * i], scores[2 * i + 1]) for i in range(len(pairs))]
+
+
+def _check_pairs(pairs: Sequence[tuple[str, str]]) -> None:
+    """Refuse anything but pairs of two strings: the sentences are flattened and read back
+    two by two, so one pair given alone (its strings taken as pairs of characters) or a
+    pair of three would silently score other pairs than meant."""
+    for pair in pairs:
+        if isinstance(pair, str) or len(pair) != 2 or not all(isinstance(s, str) for s in pair):
+            raise TypeError(
+                "pairs must be a sequence of (sentence, sentence) pairs, not one pair; "
+                f"{pair!r} is not a pair of two sentences."
+            )

@@ -1,5 +1,6 @@
-"""The CrowS-Pairs shared-token score against a naive float64 reference, on WordPiece and
-byte-level BPE.
+"""The CrowS-Pairs shared-token score against a naive float64 reference, on WordPiece,
+byte-level BPE and sentencepiece-style Unigram pieces (Metaspace: ``▁`` starts a word and
+punctuation stays in the word before it).
 
 The reference follows the paper's ``metric.py`` step by step: tokenize each sentence with
 its special tokens, align the two id sequences with difflib, and score every shared
@@ -28,10 +29,19 @@ PAIRS = [
     ("Poor people steal souvenirs.", "Rich people steal souvenirs."),
     ("He cried.", "She laughed at the hooligan."),
     ("A cat sat.", "A cat sat."),
+    # differing words of several pieces, which share a piece ("en") in the unigram model
+    ("Women can't drive.", "Men can't drive."),
+    # the differing word carries the shared "." (one word with "▁nurse" in the unigram model)
+    ("The man is a nurse.", "The man is a doctor."),
+    ("Señor Müller cooks crêpes.", "Mister Miller cooks crêpes."),
+    # the first word differs: "▁", "H", "e" against "▁S", "he" in the unigram model
+    ("He cried at the movie.", "She cried at the movie."),
 ]
 
 
-@pytest.fixture(scope="module", params=["tiny_bert_dir", "tiny_roberta_dir"])
+@pytest.fixture(
+    scope="module", params=["tiny_bert_dir", "tiny_roberta_dir", "tiny_sentencepiece_dir"]
+)
 def model_dir(request) -> str:
     return request.getfixturevalue(request.param)
 
@@ -82,7 +92,7 @@ def test_differing_words_are_not_scored(model_dir):
     scorer = PLLScorer.from_pretrained(model_dir, pll_metric="original", device="cpu")
     (man, woman), (same, twin) = score_shared_tokens(scorer, [PAIRS[0], PAIRS[4]])
     assert man.tokens == woman.tokens
-    assert not any(t.lstrip("Ġ#").lower() in {"man", "woman", "wo"} for t in man.tokens)
+    assert not any(t.lstrip("Ġ#▁").lower() in {"man", "woman", "wo"} for t in man.tokens)
     assert same == twin
     assert same.logprob == pytest.approx(scorer.score(["A cat sat."])[0].logprob, abs=1e-5)
 
@@ -92,10 +102,20 @@ def test_shared_positions_follow_difflib():
     assert shared_positions([1, 2], [3, 4]) == ([], [])
 
 
-def test_one_pair_instead_of_a_list_is_refused(model_dir):
+@pytest.mark.parametrize(
+    "pairs",
+    [
+        ("A cat sat.", "A dog sat."),
+        ["A cat sat.", "A dog sat."],
+        [("A cat sat.", "A dog sat.", "A cow sat."), ("A cat ran.", "A dog ran.")],
+    ],
+    ids=["one-pair", "one-pair-as-list", "three-sentences"],
+)
+def test_anything_but_pairs_of_two_sentences_is_refused(model_dir, pairs):
+    """Read two by two, these would score characters or other pairs than meant."""
     scorer = PLLScorer.from_pretrained(model_dir, pll_metric="original", device="cpu")
     with pytest.raises(TypeError, match="sequence of"):
-        score_shared_tokens(scorer, ("A cat sat.", "A dog sat."))
+        score_shared_tokens(scorer, pairs)
 
 
 def test_a_spelt_out_boundary_token_is_not_scored_even_when_shared(model_dir):

@@ -52,6 +52,22 @@ def test_scores_are_the_shared_token_scores(tiny_bert_dir):
             assert result.less[metric] == pytest.approx(less.logprob, abs=1e-5)
 
 
+def test_an_antistereo_pair_is_aligned_sent_less_first_as_metric_py_does(tiny_sentencepiece_dir):
+    """metric.py's ``sent1`` is ``sent_less`` in an antistereo pair, and difflib's alignment
+    depends on the order: of the two swapped words it keeps the one that comes first in
+    its first sentence, here ``poor`` sent_more first and ``rich`` sent_less first."""
+    more, less = "The poor rob the rich.", "The rich rob the poor."
+    scorer = PLLScorer.from_pretrained(tiny_sentencepiece_dir, pll_metric="original", device="cpu")
+    ((more_first, _),) = score_shared_tokens(scorer, [(more, less)])
+    ((less_side, more_side),) = score_shared_tokens(scorer, [(less, more)])
+    assert more_first.tokens != more_side.tokens  # the order matters for this pair
+    pairs = [Pair("0", more, less, "socioeconomic", "antistereo"), Pair("1", more, less)]
+    anti, plain = score_pairs(pairs, tiny_sentencepiece_dir, "original", device="cpu")
+    assert anti.more["original"] == pytest.approx(more_side.logprob, abs=1e-5)
+    assert anti.less["original"] == pytest.approx(less_side.logprob, abs=1e-5)
+    assert plain.more["original"] == pytest.approx(more_first.logprob, abs=1e-5)
+
+
 def test_summary_counts_wins_and_ties_by_group():
     def scored(pair_id, bias, direction, more, less):
         return PairScores(Pair(pair_id, "m", "l", bias, direction), {"x": more}, {"x": less})
@@ -71,7 +87,9 @@ def test_summary_counts_wins_and_ties_by_group():
     assert rows["age"]["pct_stereotype_x"] == 50.0
 
 
-def test_command_prints_the_table_and_writes_every_pair(tiny_bert_dir, tmp_path, capsys):
+@pytest.mark.parametrize("model", ["tiny_bert_dir", "tiny_sentencepiece_dir"])
+def test_command_prints_the_table_and_writes_every_pair(model, tmp_path, capsys, request):
+    model_dir = request.getfixturevalue(model)
     pairs = tmp_path / "pairs.csv"
     with pairs.open("w", newline="") as handle:
         writer = csv.writer(handle)
@@ -79,7 +97,7 @@ def test_command_prints_the_table_and_writes_every_pair(tiny_bert_dir, tmp_path,
         for p in PAIRS:
             writer.writerow([p.sent_more, p.sent_less, p.bias_type, p.direction])
     out = tmp_path / "scores.csv"
-    args = ["crows-pairs", "-m", tiny_bert_dir, "--metric", "original", "--device", "cpu"]
+    args = ["crows-pairs", "-m", model_dir, "--metric", "original", "--device", "cpu"]
     assert main([*args, "--pairs", str(pairs), "-o", str(out)]) == 0
     printed = capsys.readouterr().out
     assert "| group | pairs | pct_stereotype original |" in printed

@@ -19,7 +19,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from pll_harness.loading import model_identity
 from pll_harness.tools.interrupts import InterruptGuard
@@ -31,6 +31,8 @@ from pll_harness.tools.score import default_chunk_size
 
 DIRECTIONS = ("stereo", "antistereo")
 PAIR_COLUMNS = ("id", "bias_type", "stereo_antistereo", "sent_more", "sent_less")
+
+T = TypeVar("T")
 
 
 @dataclass(frozen=True)
@@ -249,10 +251,11 @@ def _score_chunk(
     """``tick()`` after each metric: the shared-token scorer reports no finer progress."""
     from pll_harness.shared_tokens import score_shared_tokens
 
-    texts = [(pair.sent_more, pair.sent_less) for pair in pairs]
+    texts = [paper_order(pair, pair.sent_more, pair.sent_less) for pair in pairs]
     per_metric = {}
     for metric, scorer in scorers.scorers.items():
-        per_metric[metric] = score_shared_tokens(scorer, texts)
+        scored = score_shared_tokens(scorer, texts)
+        per_metric[metric] = [paper_order(p, *two) for p, two in zip(pairs, scored, strict=True)]
         if tick is not None:
             tick()
     return [
@@ -263,6 +266,15 @@ def _score_chunk(
         )
         for i, pair in enumerate(pairs)
     ]
+
+
+def paper_order(pair: Pair, more: T, less: T) -> tuple[T, T]:
+    """``more`` and ``less`` in the order of metric.py's ``sent1, sent2``: ``sent_less``
+    first in an antistereo pair.  difflib's alignment depends on that order (of two
+    equally long matches it keeps the one that comes first in its first sequence), and so
+    do the shared tokens.  Swapping is its own inverse: applied to the scores of the
+    sentences in this order, it gives them back as ``more, less``."""
+    return (less, more) if pair.direction == "antistereo" else (more, less)
 
 
 def summary(results: Sequence[PairScores]) -> list[dict[str, Any]]:
