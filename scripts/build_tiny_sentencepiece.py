@@ -20,6 +20,13 @@ keep ``hooligan`` and ``souvenir`` in several pieces.
 Training text: ``tests/fixtures/tiny_corpus.py`` plus the non-ASCII sentences below (written for
 this project), so that accented letters and typographic quotes are pieces, not ``<unk>``.
 
+Why the tokenizer_config.json is patched: transformers 5 writes ``"tokenizer_class":
+"XLMRobertaTokenizer"``, which in transformers 4 (the minicons reference environment) is the slow
+class that needs a ``sentencepiece.bpe.model`` file this folder does not have; 4 turns it into the
+fast class only when asked for a fast tokenizer. We name ``XLMRobertaTokenizerFast`` instead, as
+the other fixtures name their fast classes: 4 then always loads ``tokenizer.json`` as it is, and 5
+aliases the name to its ``XLMRobertaTokenizer``, which rebuilds the same pipeline.
+
 Model: hidden 64, 2 layers, 2 heads, intermediate 128, 66 positions (XLM-R counts from
 ``pad_token_id + 1``), ``model_max_length`` 64, trained like the other fixtures.
 
@@ -30,6 +37,7 @@ Run from the repository root, in the main venv (transformers 5), about 3 minutes
 
 from __future__ import annotations
 
+import json
 import math
 import string
 from collections import Counter
@@ -62,6 +70,11 @@ from transformers import (
 
 NAME = "tiny-xlmr-unigram"
 VOCAB_SIZE = 600
+# Written over what transformers 5 saves in tokenizer_config.json (see the module docstring).
+CONFIG_OVERRIDES = {
+    "tokenizer_class": "XLMRobertaTokenizerFast",
+    "clean_up_tokenization_spaces": False,
+}
 SPECIALS = ["<s>", "<pad>", "</s>", "<unk>", "<mask>"]
 NON_ASCII = [
     "The naïve fiancé ordered crème brûlée at the café.",
@@ -122,6 +135,15 @@ def apply_merges(word: str, merges: list[tuple[str, str]]) -> list[str]:
     return symbols
 
 
+def save_tokenizer(tokenizer: XLMRobertaTokenizer, out: Path) -> None:
+    """Save through transformers 5, then name the fast class so that transformers 4 loads it too."""
+    tokenizer.save_pretrained(str(out))
+    cfg_path = out / "tokenizer_config.json"
+    cfg = json.loads(cfg_path.read_text())
+    cfg.update(CONFIG_OVERRIDES)
+    cfg_path.write_text(json.dumps(cfg, indent=2, sort_keys=True) + "\n")
+
+
 def make_model(vocab_size: int) -> XLMRobertaForMaskedLM:
     """An untrained tiny XLM-R of the sizes in the module docstring."""
     config = XLMRobertaConfig(
@@ -140,8 +162,11 @@ def make_model(vocab_size: int) -> XLMRobertaForMaskedLM:
 
 
 def verify(out: Path, built: XLMRobertaTokenizer) -> None:
-    """Reload through the Auto classes: the same class, tokens, offsets and words, words
-    that break at spaces, multi-piece words and no ``<unk>`` in the non-ASCII probe."""
+    """Reload through the Auto classes: the config names the fast class, transformers 5 maps it
+    to the same class, the same tokens, offsets and words, words that break at spaces,
+    multi-piece words and no ``<unk>`` in the non-ASCII probe."""
+    cfg = json.loads((out / "tokenizer_config.json").read_text())
+    assert all(cfg[key] == value for key, value in CONFIG_OVERRIDES.items()), cfg
     loaded = AutoTokenizer.from_pretrained(str(out))
     assert type(loaded) is XLMRobertaTokenizer, type(loaded)
     assert loaded.model_max_length == MODEL_MAX_LENGTH
@@ -170,7 +195,7 @@ def build(out_root: Path) -> None:
         vocab=unigram_vocab(texts, pipeline), model_max_length=MODEL_MAX_LENGTH
     )
     assert tokenizer.convert_tokens_to_ids(SPECIALS) == list(range(len(SPECIALS)))
-    tokenizer.save_pretrained(str(out))
+    save_tokenizer(tokenizer, out)
     model = make_model(len(tokenizer))
     spec = Spec(NAME, "<mask>", "<pad>")
     backend = tokenizer.backend_tokenizer
