@@ -274,3 +274,16 @@ def test_sigterm_keeps_the_pairs_written_and_the_rerun_finishes(tiny_bert_dir, t
         assert got.pair == want.pair
         assert got.more["original"] == pytest.approx(want.more["original"], abs=1e-4)
         assert got.less["original"] == pytest.approx(want.less["original"], abs=1e-4)
+
+
+def test_the_table_counts_ties_when_there_are_some(tiny_bert_dir, tmp_path, capsys):
+    """A tie counts against sent_more; the printed table says how many there were."""
+    tie = Pair("9", "The cat sat.", "The cat sat.", "age", "stereo")
+    pairs = _write_pairs(tmp_path / "pairs.csv", [*PAIRS, tie])
+    args = ["crows-pairs", "-m", tiny_bert_dir, "--metric", "original", "--device", "cpu"]
+    assert main([*args, "--pairs", str(pairs), "--no-progress"]) == 0
+    printed = capsys.readouterr().out
+    assert "| group | pairs | pct_stereotype original | ties original |" in printed
+    assert [line.split("|")[-2].strip() for line in printed.splitlines() if "| all |" in line] == [
+        "1"
+    ]

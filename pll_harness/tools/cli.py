@@ -412,13 +412,21 @@ def run_crows_pairs(args: argparse.Namespace) -> None:
     )
     rows = summary(results)
     metrics = list(results[0].more) if results else []
-    header = ["group", "pairs", *(f"pct_stereotype {m}" for m in metrics)]
+    # A tie counts against sent_more; the counts show where that decides, when it does.
+    tied = [m for m in metrics if any(row[f"ties_{m}"] for row in rows)]
+    header = [
+        "group",
+        "pairs",
+        *(f"pct_stereotype {m}" for m in metrics),
+        *(f"ties {m}" for m in tied),
+    ]
     print(
         markdown_table(
             header,
             (
                 [row["group"], row["pairs"]]
                 + [fmt_number(row[f"pct_stereotype_{m}"]) for m in metrics]
+                + [row[f"ties_{m}"] for m in tied]
                 for row in rows
             ),
         )
