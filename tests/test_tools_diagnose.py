@@ -89,6 +89,14 @@ def test_oov_ratio_counts_split_words(diagnosis, tiny_bert_dir):
     assert 0 <= diagnosis.oov["causal"]["ratio"] <= 1
 
 
+def test_distinct_words_lower_case_the_first_word_as_the_word_scores_do():
+    from pll_harness.tools.diagnose import _oov
+
+    oov = _oov([[("The", 1), ("cat", 1), (".", 1)], [("the", 1), ("dog", 2), ("The", 1)]])
+    assert (oov["words"], oov["types"]) == (5, 4)  # the, cat, dog, The (not sentence-initial)
+    assert oov["type_ratio"] == pytest.approx(1 / 4)
+
+
 def test_plots_have_one_panel_per_score_and_one_dot_per_item(diagnosis):
     n_series = len(PLL_METRICS) + 1
     fig = plot_length(diagnosis)
@@ -126,6 +134,8 @@ def test_report_and_files(diagnosis, tmp_path):
 def test_diagnose_file_without_causal_and_cli(tiny_roberta_dir, tmp_path, capsys):
     data = tmp_path / "s.txt"
     data.write_text("A cat sat on the mat.\nThe dog barked.\nShe is a nurse today.\nHi.\n")
+    (tmp_path / "d1").mkdir()
+    (tmp_path / "d1" / "causal.png").write_bytes(b"an earlier run's plot")
     diag = diagnose(tiny_roberta_dir, str(data), tmp_path / "d1", metrics="original,word_l2r")
     assert diag.causal is None and set(diag.stats) == {"original", "word_l2r"}
     assert not (tmp_path / "d1" / "causal.png").exists()

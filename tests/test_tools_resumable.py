@@ -180,3 +180,11 @@ def test_fixed_fields_are_stamped_and_checked(tmp_path):
     again.close()
     with pytest.raises(ValueError, match="was written with model a, but this run has model b"):
         RecordFile(path, "jsonl", columns, ("id",), fixed={"model": "b"})
+
+
+@pytest.mark.parametrize(("name", "explicit"), [("out.csv", "jsonl"), ("out.jsonl", "csv")])
+def test_a_format_that_contradicts_the_name_is_refused(name, explicit):
+    with pytest.raises(ValueError, match="is named"):
+        record_format(name, explicit)
+    assert record_format("out", explicit) == explicit
+    assert record_format(name.replace("out", "same"), name.rsplit(".", 1)[1]) in ("csv", "jsonl")

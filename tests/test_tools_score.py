@@ -491,3 +491,21 @@ def test_a_resumed_output_is_scored_by_one_causal_model(
     with pytest.raises(ValueError, match=r"was written with causal_model .*tiny-gpt2"):
         score_file(_sentences(), tiny_bert_dir, out, causal=str(tiny_llama), **settings)
     assert score_file(_sentences(), tiny_bert_dir, out, causal=str(tiny_gpt2), **settings) == 2
+
+
+def test_standard_output_stays_empty_when_the_model_fails_to_load(tmp_path, capsys):
+    """The CSV header goes out with the first rows, not before the model has loaded."""
+    data = tmp_path / "s.txt"
+    data.write_text("A cat sat.\n")
+    assert main(["score", "--model", str(tmp_path / "no-such-model"), str(data)]) == 1
+    captured = capsys.readouterr()
+    assert captured.out == "" and "no-such-model" in captured.err
+
+
+def test_tokens_need_a_csv_output_file(tmp_path, tiny_bert_dir):
+    with pytest.raises(ValueError, match="--tokens goes with CSV"):
+        score_file(
+            _sentences(), tiny_bert_dir, tmp_path / "o.jsonl", token_output=tmp_path / "t.csv"
+        )
+    with pytest.raises(ValueError, match="--tokens needs an output file"):
+        score_file(_sentences(), tiny_bert_dir, None, token_output=tmp_path / "t.csv")

@@ -91,8 +91,15 @@ class Diagnosis:
 
 
 def _oov(word_lists: Sequence[Sequence[tuple[str, int]]]) -> dict[str, float]:
-    """OOV ratio over running words and over distinct words (punctuation excluded)."""
-    running = [(w, n) for words in word_lists for w, n in words if is_wordlike(w)]
+    """OOV ratio over running words and over distinct words (punctuation excluded; a
+    sentence-initial word lower-cased, as for the word scores, so that "The" and "the"
+    are one distinct word; its pieces are counted as the sentence has them)."""
+    running = [
+        (w.lower() if i == 0 else w, n)
+        for words in word_lists
+        for i, (w, n) in enumerate(words)
+        if is_wordlike(w)
+    ]
     types = dict(running)
     return {
         "words": len(running),
@@ -490,6 +497,8 @@ def write_outputs(diag: Diagnosis, output_dir: str | Path, tables: bool = True) 
     }
     if diag.causal:
         images["causal"] = save_figure(plot_causal(diag), out / "causal.png").name
+    else:  # an earlier run's, with another model (--overwrite): not this report's
+        (out / "causal.png").unlink(missing_ok=True)
     written = (("sentences.csv", diag.sentences), ("words.csv", diag.words)) if tables else ()
     for name, rows in written:
         with open(out / name, "w", encoding="utf-8", newline="") as handle:

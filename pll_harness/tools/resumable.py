@@ -44,21 +44,24 @@ def record_format(
     path: str | Path | None, explicit: str | None = None, what: str = "--output"
 ) -> str:
     """The format of a record file: ``explicit``, else what its name says (csv when it
-    says nothing).  A name that says another format (``.tsv``, ``.parquet``) or a
-    compression is refused rather than written over with something else: records are
-    appended chunk by chunk, which compressed files do not allow."""
+    says nothing).  A name that says another format (``.tsv``, ``.parquet``, or ``.csv``
+    beside ``explicit`` jsonl) or a compression is refused rather than written over with
+    something else: records are appended chunk by chunk, which compressed files do not
+    allow."""
     if path and PurePath(path).suffix.lower() in COMPRESSION_SUFFIXES:
         raise ValueError(
             f"{what} {path}: output is written uncompressed (it is appended to chunk by chunk); "
             "drop the compression suffix and compress the file when the run is done."
         )
+    named = format_from_name(path) if path else None
     if explicit:
         if explicit not in OUTPUT_FORMATS:
             raise ValueError(f"Unknown output format {explicit!r}: use csv or jsonl.")
+        if named is not None and named != explicit:
+            raise ValueError(f"{what} {path} is named .{named} but the format asked is {explicit}.")
         return explicit
     if not path:
         return "csv"
-    named = format_from_name(path)
     if named is not None and named not in OUTPUT_FORMATS:
         raise ValueError(f"{what} {path}: outputs are .csv or .jsonl, not {named}.")
     return named or "csv"
@@ -181,7 +184,8 @@ class RecordFile:
     def _other_fields(self, fields: Sequence[str]) -> ValueError:
         return ValueError(
             f"{self.path} has columns {list(fields)}, but this run writes {self.columns} "
-            "(other metrics or --causal?). Use another output file or --overwrite."
+            "(other metrics, or --causal where the command takes it?). Use another output "
+            "file or --overwrite."
         )
 
     def _csv_records(self, text: str) -> tuple[list[dict[str, Any]], int]:

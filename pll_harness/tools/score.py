@@ -129,9 +129,8 @@ class _Output:
         self.tokens: RecordFile | None = None
         self.done: dict[str, str] = {}
         self.missing_tokens: set[str] = set()
+        self._header_due = path is None and fmt == "csv"
         if path is None:
-            if fmt == "csv":
-                self._print(csv_text(columns, [], header=True))
             return
         try:
             self.main = RecordFile(
@@ -181,7 +180,10 @@ class _Output:
         if self.main is not None:
             self.main.append([r for r in records if r["id"] not in self.done])
         elif self.fmt == "csv":
-            self._print(csv_text(self.columns, records, header=False))
+            # The header goes out with the first rows, once the models have loaded: an
+            # error before then leaves standard output empty rather than a lone header.
+            self._print(csv_text(self.columns, records, header=self._header_due))
+            self._header_due = False
         else:
             self._print(jsonl_text(records))
 
@@ -233,9 +235,9 @@ def score_file(
     metric_list = scorers.metrics if scorers is not None else parse_metrics(metrics)
     fmt = record_format(str(output) if output else None, output_format)
     if token_output is not None and fmt != "csv":
-        raise ValueError("token_output goes with CSV output; JSONL lines already hold tokens.")
+        raise ValueError("--tokens goes with CSV output; JSONL lines already hold the tokens.")
     if output is None and token_output is not None:
-        raise ValueError("token_output needs an output file.")
+        raise ValueError("--tokens needs an output file (-o).")
     if token_output is not None and record_format(str(token_output), None, "--tokens") != "csv":
         raise ValueError(f"--tokens {token_output}: the token file is CSV; name it .csv.")
     if not sentences:
