@@ -256,7 +256,8 @@ def encode_requests(
 
 def whitespace_inside_words(tokenizer: Any) -> str:
     """The whitespace characters that the fast tokenizer's ``word_ids()`` let a word span:
-    none for BERT, RoBERTa, XLM-R …, every kind for Llama's and Gemma's.
+    none for BERT, RoBERTa, XLM-R …, every kind for Llama's and Gemma's; none for a slow
+    tokenizer, whose tokens are each a word of their own.
 
     Those two do not pre-tokenize at spaces (Metaspace without ``split``, or spaces made
     ``▁`` before a split on " "), and a ``tokenizer.json`` may carry such a pre-tokenizer
@@ -267,6 +268,8 @@ def whitespace_inside_words(tokenizer: Any) -> str:
     then split there (:func:`encode_requests`), and the others keep their word ids and
     cost nothing more.  Whitespace that the tokenizer's normalizer deletes (BERT's drops
     control characters such as U+000B) is not a gap the model sees, and is not probed."""
+    if not getattr(tokenizer, "is_fast", False):
+        return ""
     gaps = [gap for gap in GAPS if _kept(tokenizer, gap)]
     probes = [gap.join(PROBE_WORDS) for gap in gaps]
     encodings = tokenizer(probes, add_special_tokens=False, verbose=False).encodings

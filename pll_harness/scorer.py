@@ -141,9 +141,7 @@ class PLLScorer:
             vocab_size=_vocab_size(model),
         )
         self._vocabulary: list[str] | None = None
-        self._whitespace_inside_words = (
-            whitespace_inside_words(tokenizer) if getattr(tokenizer, "is_fast", False) else ""
-        )
+        self._whitespace_inside_words = whitespace_inside_words(tokenizer)
         self._warned: set[str] = set()
         """The one-time warnings already given, shared with :meth:`with_metric`'s scorers."""
         self._literal_specials = np.array(

@@ -78,9 +78,7 @@ class CausalScorer:
         )
         self.max_length = int(positions)
         self.batch_size = batch_size
-        self._whitespace_inside_words = (
-            whitespace_inside_words(tok) if getattr(tok, "is_fast", False) else ""
-        )
+        self._whitespace_inside_words = whitespace_inside_words(tok)
 
     def _sees_only_the_past(self) -> bool:
         """Whether appending a token leaves the predictions before it unchanged.  Asked of

@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from pll_harness.loading import model_identity
+from pll_harness.scorer import check_sizes
 from pll_harness.tools.interrupts import InterruptGuard
 from pll_harness.tools.metrics import parse_metrics
 from pll_harness.tools.models import MLMScorers
@@ -118,8 +119,7 @@ def score_pairs(
     input's pairs and these metrics (``overwrite`` starts it afresh).
     """
     metric_list = parse_metrics(metrics)
-    if chunk_size is not None and chunk_size < 1:
-        raise ValueError(f"chunk_size={chunk_size!r} is not valid; use a positive integer.")
+    check_sizes(chunk_size=chunk_size)
     ids = [pair.id for pair in pairs]
     if len(set(ids)) != len(ids):
         raise ValueError("Pair ids are not unique; give every pair its own id.")

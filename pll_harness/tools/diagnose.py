@@ -216,13 +216,14 @@ def _score_words(
     requests = [(WORD_CONTEXT, w) for w in words]
     word_scores = scorers.score_requests(requests, progress.update if progress else None)
     causal_scores = causal.score(list(words), context=WORD_CONTEXT) if causal else None
+    model = model_identity(scorers.name)
     causal_model = model_identity(causal.name) if causal else ""
     rows = []
     for index, word in enumerate(words):
         first = word_scores[scorers.metrics[0]][index]
         row = {
             "word": word,
-            "model": model_identity(scorers.name),
+            "model": model,
             "n_tokens": len(first.tokens),
             "zipf": zipf_frequency(word, "en"),
         }

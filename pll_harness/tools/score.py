@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from pll_harness.loading import model_identity
+from pll_harness.scorer import check_sizes
 from pll_harness.tools.causal import CausalScorer
 from pll_harness.tools.interrupts import InterruptGuard
 from pll_harness.tools.metrics import parse_metrics
@@ -63,6 +64,7 @@ def score_sentences(
     texts = [s.text for s in sentences]
     per_metric = scorers.score(texts, progress.update if progress is not None else None)
     causal_scores = causal.score(texts) if causal is not None else None
+    model = model_identity(scorers.name)
     causal_model = model_identity(causal.name) if causal is not None else ""
     records = []
     for index, sentence in enumerate(sentences):
@@ -72,7 +74,7 @@ def score_sentences(
         record: dict[str, Any] = {
             "id": sentence.id,
             "text": sentence.text,
-            "model": model_identity(scorers.name),
+            "model": model,
             "n_tokens": len(first.tokens),
             "n_words": len(spans),
             "n_multi_token_words": sum(1 for a, b in spans if b - a > 1),
@@ -228,10 +230,7 @@ def score_file(
     what SIGKILL cuts short is dropped when the run is resumed.  The output files are
     locked while the run writes them: a second run on the same output is refused.
     """
-    if chunk_size is not None and (
-        isinstance(chunk_size, bool) or not isinstance(chunk_size, int) or chunk_size < 1
-    ):
-        raise ValueError(f"chunk_size={chunk_size!r} is not valid; use a positive integer.")
+    check_sizes(chunk_size=chunk_size)
     metric_list = scorers.metrics if scorers is not None else parse_metrics(metrics)
     fmt = record_format(str(output) if output else None, output_format)
     if token_output is not None and fmt != "csv":
