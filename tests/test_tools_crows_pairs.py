@@ -186,6 +186,22 @@ def test_a_second_writer_is_refused(tmp_path, capsys, no_model):
     assert "is being written by another writer" in capsys.readouterr().err
 
 
+@pytest.mark.parametrize("name", ["scores.csv", "scores.jsonl"])
+def test_a_model_that_fails_to_load_leaves_no_output_file(tmp_path, capsys, name):
+    """The model loads before the output is created or changed: a failed run leaves no
+    file holding a header alone, and an earlier run's file as it was."""
+    pairs = _write_pairs(tmp_path / "pairs.csv", PAIRS)
+    out = tmp_path / "new" / name
+    args = ["crows-pairs", "-m", str(tmp_path / "no-such-model"), "--pairs", str(pairs)]
+    assert main([*args, "-o", str(out), "--no-progress"]) == 1
+    assert "no-such-model" in capsys.readouterr().err
+    assert not out.parent.exists()
+    out.parent.mkdir()
+    out.write_bytes(b"")
+    assert main([*args, "-o", str(out), "--overwrite", "--no-progress"]) == 1
+    assert out.read_bytes() == b""
+
+
 # --------------------------------------------------------------------------- the output
 
 

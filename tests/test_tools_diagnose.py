@@ -181,6 +181,16 @@ def test_an_output_dir_that_cannot_be_written_stops_before_the_model_loads(
     assert data.read_text() == "A cat sat on the mat.\nThe dog barked.\n"
 
 
+def test_a_causal_model_that_fails_to_load_leaves_no_output_folder(tiny_bert_dir, tmp_path, capsys):
+    data = tmp_path / "s.txt"
+    data.write_text("A cat sat on the mat.\nThe dog barked.\n")
+    out = tmp_path / "diag"
+    args = ["diagnose", "-m", tiny_bert_dir, "--dataset", str(data), "-o", str(out)]
+    assert main([*args, "--causal", str(tmp_path / "no-such-lm"), "--no-progress"]) == 1
+    assert "no-such-lm" in capsys.readouterr().err
+    assert not out.exists()
+
+
 class _StopAfter:
     """A scoring method of MLMScorers whose first ``calls`` calls go through and whose
     next one is interrupted, as Ctrl-C would interrupt it."""
@@ -237,11 +247,15 @@ def test_a_diagnosis_folder_of_other_sentences_is_refused_or_overwritten(tiny_be
     second.write_text("Birds sing at dawn.\nThe dog barked.\n")
     out = tmp_path / "diag"
     diagnose(tiny_bert_dir, str(first), out, metrics="original")
-    with pytest.raises(ValueError, match="another input"):
+    written = (out / "sentences.csv").read_bytes()
+    with pytest.raises(ValueError, match="another (input|dataset)"):
         diagnose(tiny_bert_dir, str(second), out, metrics="original")
+    assert (out / "sentences.csv").read_bytes() == written
     (out / "sentences.csv").unlink()
     with pytest.raises(ValueError, match="another dataset"):
         diagnose(tiny_bert_dir, str(second), out, metrics="original")
+    # words.csv is checked before any sentence is scored and written
+    assert not (out / "sentences.csv").exists()
     fresh = diagnose(tiny_bert_dir, str(second), out, metrics="original", overwrite=True)
     rows = list(csv.DictReader((out / "words.csv").open()))
     assert [row["word"] for row in rows] == [word["word"] for word in fresh.words]

@@ -14,6 +14,7 @@ from pll_harness.tools.resumable import (
     csv_text,
     jsonl_text,
     record_format,
+    start_all,
 )
 
 COLUMNS = ["id", "text", "score"]
@@ -31,8 +32,10 @@ def write(path, fmt, rows=ROWS):
 
 
 def reopen(path, fmt, **kwargs) -> list[dict]:
+    """What a resuming run finds in ``path``, once it has started writing there."""
     record_file = RecordFile(path, fmt, COLUMNS, ("id",), **kwargs)
     try:
+        record_file.start()
         return record_file.records
     finally:
         record_file.close()
@@ -128,6 +131,7 @@ def test_a_second_writer_is_refused_until_the_first_closes(tmp_path):
     path = tmp_path / "out.csv"
     first = RecordFile(path, "csv", COLUMNS, ("id",))
     try:
+        first.start()
         with pytest.raises(ValueError, match="being written by another writer"):
             RecordFile(path, "csv", COLUMNS, ("id",))
         first.append(ROWS)
@@ -142,6 +146,7 @@ def test_overwrite_and_replace(tmp_path):
     record_file = RecordFile(path, "csv", COLUMNS, ("id",), overwrite=True)
     try:
         assert record_file.records == []
+        record_file.start()
         record_file.append(ROWS[:2])
         record_file.replace(ROWS[1:2])
     finally:
@@ -173,6 +178,7 @@ def test_fixed_fields_are_stamped_and_checked(tmp_path):
     path = tmp_path / "out.jsonl"
     columns = [*COLUMNS, "model"]
     first = RecordFile(path, "jsonl", columns, ("id",), fixed={"model": "a"})
+    first.start()
     first.append([ROWS[0]])
     first.close()
     again = RecordFile(path, "jsonl", columns, ("id",), fixed={"model": "a"})
@@ -188,3 +194,45 @@ def test_a_format_that_contradicts_the_name_is_refused(name, explicit):
         record_format(name, explicit)
     assert record_format("out", explicit) == explicit
     assert record_format(name.replace("out", "same"), name.rsplit(".", 1)[1]) in ("csv", "jsonl")
+
+
+@pytest.mark.parametrize("fmt", ["csv", "jsonl"])
+def test_opening_creates_and_changes_nothing_until_the_run_starts(tmp_path, fmt):
+    """A run that fails between opening its outputs and starting them (a model that does
+    not load) leaves no file, nor a header alone, and an earlier run's file as it was."""
+    new = tmp_path / "new" / f"out.{fmt}"
+    RecordFile(new, fmt, COLUMNS, ("id",)).close()
+    assert not new.parent.exists()
+
+    cut = tmp_path / f"cut.{fmt}"
+    data = write(cut, fmt)
+    cut.write_bytes(data[:-3])
+    for overwrite in (False, True):
+        record_file = RecordFile(cut, fmt, COLUMNS, ("id",), overwrite=overwrite)
+        record_file.close()
+        assert cut.read_bytes() == data[:-3]
+
+
+def test_a_file_another_run_creates_meanwhile_is_refused_and_left_to_it(tmp_path):
+    """Two runs open a file that does not exist yet; the second to start is refused and
+    removes only what it created itself (``start_all``)."""
+    ours, theirs = tmp_path / "ours.csv", tmp_path / "theirs.csv"
+    mine = [RecordFile(path, "csv", COLUMNS, ("id",)) for path in (ours, theirs)]
+    other = RecordFile(theirs, "csv", COLUMNS, ("id",))
+    try:
+        other.start()
+        other.append(ROWS[:1])
+        with pytest.raises(ValueError, match="was created by another run while this one started"):
+            start_all(mine)
+        assert not ours.exists()
+        other.append(ROWS[1:])
+    finally:
+        for record_file in (*mine, other):
+            record_file.close()
+    assert reopen(theirs, "csv") == ROWS
+
+
+def test_a_file_in_a_folder_that_cannot_be_made_is_refused_on_opening(tmp_path):
+    (tmp_path / "a-file").write_text("")
+    with pytest.raises(NotADirectoryError, match="a-file"):
+        RecordFile(tmp_path / "a-file" / "sub" / "out.csv", "csv", COLUMNS, ("id",))

@@ -509,3 +509,43 @@ def test_tokens_need_a_csv_output_file(tmp_path, tiny_bert_dir):
         )
     with pytest.raises(ValueError, match="--tokens needs an output file"):
         score_file(_sentences(), tiny_bert_dir, None, token_output=tmp_path / "t.csv")
+
+
+def test_a_causal_model_that_fails_to_load_leaves_no_output_file(tmp_path, tiny_bert_dir, capsys):
+    """Loading every model comes before the output is created: a failed run leaves no
+    file holding a header alone, and an earlier run's file as it was."""
+    data = tmp_path / "s.txt"
+    data.write_text("A cat sat.\nShe is a nurse.\n")
+    out, tokens = tmp_path / "new" / "s.csv", tmp_path / "new" / "t.csv"
+    args = ["score", "-m", tiny_bert_dir, str(data), "--causal", str(tmp_path / "no-such-lm")]
+    assert main([*args, "-o", str(out), "--tokens", str(tokens), "--no-progress"]) == 1
+    assert "no-such-lm" in capsys.readouterr().err
+    assert not out.parent.exists()
+
+    earlier = tmp_path / "earlier.jsonl"
+    score_file(_sentences()[:1], tiny_bert_dir, earlier, metrics="original", progress=False)
+    cut = earlier.read_bytes()[:-5]  # a record cut short, as SIGKILL leaves it
+    earlier.write_bytes(cut)
+    args = [*args, "--metric", "original", "-o", str(earlier), "--no-progress"]
+    for overwrite in ((), ("--overwrite",)):
+        assert main([*args, *overwrite]) == 1
+        assert earlier.read_bytes() == cut
+
+
+def test_a_refused_token_file_leaves_no_output_file(tmp_path, capsys, monkeypatch):
+    """Every lock is taken before any output is created: with the --tokens file held by
+    another writer, the run stops (before the model loads) and -o is not created."""
+    from pll_harness.file_lock import lock
+
+    def loaded(*args, **kwargs):
+        raise AssertionError("the model was loaded")
+
+    monkeypatch.setattr(MLMScorers, "__init__", loaded)
+    data, out, tokens = tmp_path / "s.txt", tmp_path / "s.csv", tmp_path / "t.csv"
+    data.write_text("A cat sat.\n")
+    with tokens.open("a+b") as handle:
+        lock(handle, tokens, "the test")
+        args = ["score", "-m", "some-model", str(data), "-o", str(out), "--tokens", str(tokens)]
+        assert main(args) == 1
+    assert "is being written by another writer" in capsys.readouterr().err
+    assert not out.exists()

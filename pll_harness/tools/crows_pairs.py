@@ -134,6 +134,8 @@ def score_pairs(
                 scorers = MLMScorers(
                     model, metric_list, device=device, max_batch_tokens=max_batch_tokens
                 )
+                if record_file is not None:
+                    record_file.start()
                 size = chunk_size or default_chunk_size(scorers.device)
                 done = _score_missing(scorers, pairs, done, size, record_file, guard, progress)
         finally:
@@ -145,9 +147,10 @@ def score_pairs(
 def _open(
     path: str | Path, metrics: Sequence[str], pairs: Sequence[Pair], overwrite: bool, model: str
 ) -> tuple[RecordFile, dict[str, PairScores]]:
-    """The locked output and the pairs an earlier run (with the same ``model``) wrote to
-    it.  Opened before the model loads, so that an output that cannot be written stops the
-    run in seconds."""
+    """The output, checked (and locked if it exists), and the pairs an earlier run (with the
+    same ``model``) wrote to it.  Opened before the model loads, so that an output that
+    cannot be written stops the run in seconds; created or changed only by
+    :meth:`RecordFile.start`, once the model has loaded."""
     fmt = record_format(path)
     try:
         record_file = RecordFile(

@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import csv
 import math
-import tempfile
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -35,7 +34,7 @@ from pll_harness.tools.models import MLMScorers, short_model_name
 from pll_harness.tools.plotting import pyplot, save_figure
 from pll_harness.tools.progress import scoring_bar
 from pll_harness.tools.records import pll_column, score_columns, score_fields, scoring_models
-from pll_harness.tools.resumable import RecordFile, lift_csv_field_limit
+from pll_harness.tools.resumable import RecordFile, check_creatable, lift_csv_field_limit
 from pll_harness.tools.score import (
     default_chunk_size,
     score_file,
@@ -232,42 +231,59 @@ def _score_words(
     return rows
 
 
+def _open_word_table(
+    words: Sequence[str],
+    scorers: MLMScorers,
+    causal: CausalScorer | None,
+    keeping: Keeping,
+) -> RecordFile | None:
+    """The folder's ``words.csv``, read and checked (and locked when it exists) but not yet
+    written: opened before any sentence is scored, so that a table that cannot be resumed
+    stops the run before ``sentences.csv`` is touched.  None without a folder."""
+    if keeping.folder is None:
+        return None
+    path = keeping.folder / "words.csv"
+    columns = word_columns(scorers.metrics, causal is not None)
+    fixed = scoring_models(scorers.name, causal.name if causal else None)
+    table = RecordFile(path, "csv", columns, ("word",), keeping.overwrite, fixed=fixed)
+    foreign = {row["word"] for row in table.records} - set(words)
+    if foreign:
+        table.close()
+        raise ValueError(
+            f"{path} holds {len(foreign)} words that these sentences do not have (e.g. "
+            f"{min(foreign)!r}); it was written for another dataset. Use --overwrite "
+            "or another output folder."
+        )
+    return table
+
+
 def _word_rows(
     words: Sequence[str],
     scorers: MLMScorers,
     causal: CausalScorer | None,
     keeping: Keeping,
+    table: RecordFile | None,
 ) -> list[dict[str, Any]]:
     """The rows of :func:`_score_words`; with a folder written to its ``words.csv``
-    chunk by chunk and resumed as ``score`` does with sentences."""
-    if keeping.folder is None:
+    (``table``, from :func:`_open_word_table`) chunk by chunk and resumed as ``score`` does
+    with sentences."""
+    if table is None:
         with _bar(keeping, len(words) * len(scorers.metrics), "words") as bar:
             return _score_words(words, scorers, causal, bar)
-    path = keeping.folder / "words.csv"
-    columns = word_columns(scorers.metrics, causal is not None)
-    fixed = scoring_models(scorers.name, causal.name if causal else None)
-    with InterruptGuard() as guard:
-        table = RecordFile(path, "csv", columns, ("word",), keeping.overwrite, fixed=fixed)
-        try:
-            done = {row["word"]: _typed(row) for row in table.records}
-            foreign = done.keys() - set(words)
-            if foreign:
-                raise ValueError(
-                    f"{path} holds {len(foreign)} words that these sentences do not have (e.g. "
-                    f"{min(foreign)!r}); it was written for another dataset. Use --overwrite "
-                    "or another output folder."
-                )
-            todo = [word for word in words if word not in done]
-            size = keeping.chunk_size or default_chunk_size(scorers.device)
-            steps = len(todo) * len(scorers.metrics)
-            with _bar(keeping, steps, "words", len(done)) as bar:
-                for start in range(0, len(todo), size):
-                    rows = _score_words(todo[start : start + size], scorers, causal, bar)
-                    with guard.hold():
-                        table.append(rows)
-                    done.update((row["word"], row) for row in rows)
-        finally:
-            table.close()
+    done = {row["word"]: _typed(row) for row in table.records}
+    todo = [word for word in words if word not in done]
+    if todo:
+        table.start()
+    size = keeping.chunk_size or default_chunk_size(scorers.device)
+    with (
+        InterruptGuard() as guard,
+        _bar(keeping, len(todo) * len(scorers.metrics), "words", len(done)) as bar,
+    ):
+        for start in range(0, len(todo), size):
+            rows = _score_words(todo[start : start + size], scorers, causal, bar)
+            with guard.hold():
+                table.append(rows)
+            done.update((row["word"], row) for row in rows)
     return [done[word] for word in words]
 
 
@@ -295,7 +311,6 @@ def diagnose_sentences(
         Path(output_dir) if output_dir is not None else None, overwrite, chunk_size, progress
     )
     diag = Diagnosis(scorers.name, dataset, list(scorers.metrics), causal.name if causal else None)
-    diag.sentences = _sentence_rows(sentences, scorers, causal, keeping)
     texts = [s.text for s in sentences]
     word_lists = _word_lists(scorers, texts)
     vocabulary: dict[str, None] = {}
@@ -303,6 +318,15 @@ def diagnose_sentences(
         for position, (word, _) in enumerate(words):
             if is_wordlike(word):
                 vocabulary.setdefault(word.lower() if position == 0 else word)
+    words = [w for w in vocabulary if zipf_frequency(w, "en") > 0]
+    diag.words_without_frequency = len(vocabulary) - len(words)
+    table = _open_word_table(words, scorers, causal, keeping)
+    try:
+        diag.sentences = _sentence_rows(sentences, scorers, causal, keeping)
+        diag.words = _word_rows(words, scorers, causal, keeping, table)
+    finally:
+        if table is not None:
+            table.close()
     diag.oov["mlm"] = _oov(word_lists)
     if causal is not None:
         causal_words = []
@@ -310,10 +334,6 @@ def diagnose_sentences(
             tokens = causal.tokenizer.convert_ids_to_tokens(causal.encode(text))
             causal_words.append(words_of(causal.tokenizer, tokens, causal.word_ids(text)))
         diag.oov[CAUSAL] = _oov(causal_words)
-
-    words = [w for w in vocabulary if zipf_frequency(w, "en") > 0]
-    diag.words_without_frequency = len(vocabulary) - len(words)
-    diag.words = _word_rows(words, scorers, causal, keeping)
 
     for name in diag.series:
         column, lengths = diag.score_column(name), diag.length_column(name)
@@ -452,7 +472,12 @@ def report_markdown(diag: Diagnosis, images: dict[str, str]) -> str:
             row.append(cell("r_causal") if name != CAUSAL else "–")
         row.append(fmt_number(stats["mean"]))
         rows.append(row)
-    lines += [markdown_table(header, rows), "", "Bold: the best PLL metric on that criterion.", ""]
+    lines += [
+        markdown_table(header, rows),
+        "",
+        "Bold: the best PLL metric on that criterion.",
+        "",
+    ]
     lines += ["## Out-of-vocabulary words", ""]
     oov_rows = [["masked LM tokenizer", _pct(mlm["ratio"]), _pct(mlm["type_ratio"])]]
     if CAUSAL in diag.oov:
@@ -512,9 +537,10 @@ def write_outputs(diag: Diagnosis, output_dir: str | Path, tables: bool = True) 
     return report
 
 
-def _prepare_output_dir(output_dir: str | Path) -> None:
-    """Make ``output_dir`` and try writing in it: called before any scoring, so that a
-    folder the report cannot go to stops the run at once rather than after the scoring."""
+def _check_output_dir(output_dir: str | Path) -> None:
+    """Check that ``output_dir`` is, or can be made, a folder to write in: called before the
+    models load, so that a folder the report cannot go to stops the run at once.  Nothing is
+    made here: the folder appears with the first table written, once the run has started."""
     out = Path(output_dir)
     if out.exists() and not out.is_dir():
         raise ValueError(
@@ -522,8 +548,7 @@ def _prepare_output_dir(output_dir: str | Path) -> None:
             "another --output-dir."
         )
     try:
-        out.mkdir(parents=True, exist_ok=True)
-        tempfile.TemporaryFile(dir=out).close()
+        check_creatable(out / "report.md")
     except OSError as error:
         raise ValueError(
             f"{out}: cannot write the report there ({error.strerror}: {error.filename})."
@@ -556,7 +581,7 @@ def diagnose(
         sentences = read_sentences(dataset, column=column)[:limit]
     if not sentences:
         raise ValueError(f"No sentences in {dataset}.")
-    _prepare_output_dir(output_dir)
+    _check_output_dir(output_dir)
     scorers = MLMScorers(model, parse_metrics(metrics), device=device)
     causal_scorer = CausalScorer(causal, device=device) if causal else None
     diag = diagnose_sentences(

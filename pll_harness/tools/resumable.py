@@ -1,9 +1,12 @@
 """Record files (CSV with a header, or JSONL) that a run appends to chunk by chunk, that a
 later run resumes, and that one process at a time may write.
 
-- One writer: the file is locked (``flock``) from opening to closing, and a second writer is
-  refused.  The lock belongs to the open file, so the system releases it when the process
-  ends, however it ends: no stale lock after SIGKILL.
+- One writer: the file is locked (``flock``) from opening (or, for a new file, creating) to
+  closing, and a second writer is refused.  The lock belongs to the open file, so the system
+  releases it when the process ends, however it ends: no stale lock after SIGKILL.
+- Nothing written before the run can start: opening reads and checks; the file is created,
+  trimmed and given its header by ``start``, once the models have loaded and every other
+  output has been opened and checked, so a run that fails at start-up leaves no file behind.
 - Durable chunks: each chunk goes to the file in one write, flushed and fsync'ed.
 - Checked on resume: the file must hold whole records, possibly followed by one record cut
   short by a killed write, which is dropped (whatever the texts contain: quoted newlines in
@@ -14,6 +17,7 @@ later run resumes, and that one process at a time may write.
 from __future__ import annotations
 
 import csv
+import errno
 import io
 import json
 import os
@@ -90,8 +94,12 @@ class RecordFile:
     hold the ``nested`` fields too), with ``key`` fields unique per record and the ``fixed``
     fields (among ``columns``) holding one value in every record.
 
-    On opening, ``records`` holds what an earlier run wrote (nothing with ``overwrite``);
-    a cut-short last record has been dropped from the file.
+    Opening only reads: ``records`` holds what an earlier run wrote (nothing with
+    ``overwrite``), checked, and an existing file is locked; a file that does not exist yet
+    is only checked to be creatable.  :meth:`start` creates the file, drops a cut-short last
+    record and writes the CSV header.  A run calls it once everything that can make it fail
+    at start-up has passed (models loaded, every output opened and checked), so that such a
+    failure leaves no file, nor a header with no records, behind.
     """
 
     def __init__(
@@ -107,19 +115,59 @@ class RecordFile:
         self.path, self.fmt, self.columns = path, fmt, list(columns)
         self.key, self.nested = tuple(key), frozenset(nested)
         self.fixed = dict(fixed or {})
-        path.parent.mkdir(parents=True, exist_ok=True)
-        self.handle: BinaryIO = open(path, "a+b")  # noqa: SIM115 - held open for the lock
+        self.overwrite = overwrite
+        self.records: list[dict[str, Any]] = []
+        self.handle: BinaryIO | None = None
+        self._whole_bytes: int | None = None
+        self._created = False
+        if not path.exists():
+            check_creatable(path)
+            return
+        self.handle = open(path, "r+b")  # noqa: SIM115 - held open for the lock
         try:
             lock(self.handle, path, "another `pll-harness` command with the same output")
-            self.records: list[dict[str, Any]] = [] if overwrite else self._read_back()
+            if not overwrite:
+                self.records = self._read_back()
             self._check_fixed()
-            if overwrite or not self.records:
-                self.handle.truncate(0)
-                if fmt == "csv":
-                    self._append(csv_text(self.columns, [], header=True))
         except BaseException:
-            self.handle.close()
+            self.close()
             raise
+
+    def start(self) -> None:
+        """Make the file ready for :meth:`append`: created (with its folder) and locked if
+        it did not exist, emptied with ``overwrite`` or when it holds no whole record,
+        otherwise trimmed to its whole records; a CSV starts with its header."""
+        if self.handle is None:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            try:
+                self.handle = open(self.path, "xb")  # noqa: SIM115 - held open for the lock
+            except FileExistsError:
+                raise ValueError(
+                    f"{self.path} was created by another run while this one started; run "
+                    "this command again once that one is done (it resumes the file), or write "
+                    "to another file."
+                ) from None
+            try:
+                lock(self.handle, self.path, "another `pll-harness` command with the same output")
+            except BaseException:
+                self.close()
+                self.handle = None
+                raise
+            self._created = True
+        if self.overwrite or not self.records:
+            self.handle.truncate(0)
+            if self.fmt == "csv":
+                self._append(csv_text(self.columns, [], header=True))
+        elif self._whole_bytes is not None:
+            self.handle.truncate(self._whole_bytes)
+
+    def remove_if_created(self) -> None:
+        """Close the file, and delete it if :meth:`start` created it: for a run that fails
+        after starting this file but before writing any record (another of its files could
+        not start)."""
+        self.close()
+        if self._created:
+            self.path.unlink(missing_ok=True)
 
     def _check_fixed(self) -> None:
         """Every record must hold this run's value of each ``fixed`` field (the model that
@@ -141,21 +189,27 @@ class RecordFile:
             self._append(text)
 
     def replace(self, rows: Sequence[dict[str, Any]]) -> None:
-        """Make the file hold exactly ``rows``."""
+        """Make the started file hold exactly ``rows``."""
+        assert self.handle is not None, "replace after start()"
         self.handle.truncate(0)
         header = self.fmt == "csv"
         text = csv_text(self.columns, rows, header) if header else jsonl_text(rows)
         self._append(text)
 
     def close(self) -> None:
-        self.handle.close()
+        if self.handle is not None:
+            self.handle.close()
 
     def _append(self, text: str) -> None:
+        assert self.handle is not None, "append after start()"
+        self.handle.seek(0, os.SEEK_END)
         self.handle.write(text.encode(ENCODING, ERRORS))
         self.handle.flush()
         os.fsync(self.handle.fileno())
 
     def _read_back(self) -> list[dict[str, Any]]:
+        """The whole records; where a cut-short one follows them, :meth:`start` drops it."""
+        assert self.handle is not None
         self.handle.seek(0)
         text = self.handle.read().decode(ENCODING, ERRORS)
         if self.fmt == "csv":
@@ -163,7 +217,7 @@ class RecordFile:
         else:
             records, end = self._jsonl_records(text)
         if end < len(text):  # the last record was cut short by an interrupted run
-            self.handle.truncate(len(text[:end].encode(ENCODING, ERRORS)))
+            self._whole_bytes = len(text[:end].encode(ENCODING, ERRORS))
         seen: set[tuple[Any, ...]] = set()
         for record in records:
             key = tuple(record[k] for k in self.key)
@@ -218,6 +272,33 @@ class RecordFile:
                 raise self._other_fields(fields)
             records.append(record)
         return records, end
+
+
+def start_all(files: Sequence[RecordFile]) -> None:
+    """:meth:`RecordFile.start` every file, or none: when one cannot start (another run
+    created it meanwhile), those this call created are removed again."""
+    started: list[RecordFile] = []
+    try:
+        for record_file in files:
+            record_file.start()
+            started.append(record_file)
+    except BaseException:
+        for record_file in started:
+            record_file.remove_if_created()
+        raise
+
+
+def check_creatable(path: Path) -> None:
+    """Raise the error that creating ``path`` (and its missing folders) would raise, without
+    creating anything: its nearest existing ancestor must be a folder this process may
+    write in."""
+    ancestor = path.parent
+    while not ancestor.exists() and ancestor != ancestor.parent:
+        ancestor = ancestor.parent
+    if not ancestor.is_dir():
+        raise NotADirectoryError(errno.ENOTDIR, os.strerror(errno.ENOTDIR), str(ancestor))
+    if not os.access(ancestor, os.W_OK | os.X_OK):
+        raise PermissionError(errno.EACCES, os.strerror(errno.EACCES), str(ancestor))
 
 
 def _csv_line_length(text: str, start: int, row: list[str]) -> int | None:

@@ -28,6 +28,7 @@ from pll_harness.tools.resumable import (
     csv_text,
     jsonl_text,
     record_format,
+    start_all,
 )
 from pll_harness.tools.sentences import Sentence
 from pll_harness.tools.words import word_spans
@@ -114,7 +115,8 @@ def default_chunk_size(device: torch.device | str) -> int:
 class _Output:
     """Where records go: a resumable, locked output file (with a per-token CSV beside it
     when asked for), or standard output.  ``done`` maps the ids an earlier run wrote to
-    their texts."""
+    their texts.  Opening reads and checks the files; :meth:`start` (once the models have
+    loaded) is the first to create or change them."""
 
     def __init__(
         self,
@@ -131,6 +133,7 @@ class _Output:
         self.tokens: RecordFile | None = None
         self.done: dict[str, str] = {}
         self.missing_tokens: set[str] = set()
+        self._kept_tokens: list[dict[str, Any]] | None = None
         self._header_due = path is None and fmt == "csv"
         if path is None:
             return
@@ -171,7 +174,14 @@ class _Output:
                     "other output files."
                 )
         if len(kept) != len(self.tokens.records):
-            self.tokens.replace(kept)
+            self._kept_tokens = kept
+
+    def start(self) -> None:
+        """Create or trim the output files (see :meth:`RecordFile.start`), and drop the token
+        rows of sentences the main file lacks."""
+        start_all([f for f in (self.main, self.tokens) if f is not None])
+        if self.tokens is not None and self._kept_tokens is not None:
+            self.tokens.replace(self._kept_tokens)
 
     def write(self, records: list[dict[str, Any]]) -> None:
         """Tokens first: a sentence row is only ever written after its token rows.  A
@@ -283,6 +293,7 @@ def score_file(
             )
             if causal_scorer is None and causal is not None:
                 causal_scorer = CausalScorer(causal, device=device)
+            writer.start()
             size = chunk_size or default_chunk_size(scorers.device)
             bar = scoring_bar(
                 progress, len(todo) * len(metric_list), "sent×metric", done=len(writer.done)
