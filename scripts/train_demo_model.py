@@ -69,6 +69,8 @@ DEFAULT_OUT = REPO_ROOT / "pll_harness" / "models" / "pll-demo"
 BLIMP_DIR = REPO_ROOT / "pll_harness" / "tasks" / "data" / "blimp"
 BLIMP_REPORTED = 100  # pairs per paradigm that reported numbers use; the dev sample skips them
 EXIT_RESUMABLE = 75  # stopped early with a checkpoint saved: run the same command again
+PROBE_WARMUP, PROBE_STEPS = 5, 40  # --fit-minutes: untimed, then timed steps of the speed probe
+PROBE_MARGIN = 0.1  # --fit-minutes: the share of the time left that is kept for slower steps
 
 # What a checkpoint must agree on to be resumed (the model, the schedule and the data).
 SCHEDULE_KEYS = (
@@ -329,6 +331,94 @@ def build_model(vocab_size: int, args):
     return BertForMaskedLM(config)
 
 
+def make_optimizer(model, args, device: torch.device) -> torch.optim.Optimizer:
+    """AdamW with the BERT recipe's betas; no weight decay on biases and LayerNorm weights."""
+    decay = [p for p in model.parameters() if p.ndim >= 2]
+    no_decay = [p for p in model.parameters() if p.ndim < 2]
+    return torch.optim.AdamW(
+        [
+            {"params": decay, "weight_decay": args.weight_decay},
+            {"params": no_decay, "weight_decay": 0.0},
+        ],
+        lr=args.lr,
+        betas=(0.9, 0.98),
+        eps=1e-6,
+        fused=device.type == "cuda",
+    )
+
+
+def train_step(model, opt, batch, device, amp: bool) -> torch.Tensor:
+    """One optimiser step on ``batch`` (from ``make_batch``); returns the loss, on the device."""
+    loss = mlm_loss(model, *batch, device, amp)
+    opt.zero_grad(set_to_none=True)
+    loss.backward()
+    torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+    opt.step()
+    return loss
+
+
+def fit_steps(model, data, tok, device, amp: bool, args, t_run: float) -> int:
+    """The number of steps that end the training, its held-out evaluations included, by
+    ``--fit-minutes`` after the run started, ``--fit-reserve`` seconds left for the final
+    evaluation and export, at the speed ``probe_speed`` measures; ``PROBE_MARGIN`` of the time
+    is kept for slower steps. Where a GPU's speed is only estimated, this spends one call's
+    time on training, neither running past it nor leaving it idle."""
+    per_step, per_eval = probe_speed(model, data, tok, device, amp, args)
+    left = args.fit_minutes * 60 - (time.time() - t_run) - args.fit_reserve
+    steps = int((1 - PROBE_MARGIN) * left / (per_step + per_eval / args.eval_every))
+    print(
+        f"speed probe: {per_step * 1e3:.1f} ms a step, {per_eval:.1f} s a held-out evaluation; "
+        f"{left:.0f} s left for training: {steps:,d} steps",
+        flush=True,
+    )
+    if steps < 1:
+        raise SystemExit(
+            f"--fit-minutes {args.fit_minutes:g} leaves no time to train after the probe and "
+            f"--fit-reserve {args.fit_reserve:g} s"
+        )
+    return steps
+
+
+def probe_speed(model, data, tok, device, amp: bool, args) -> tuple[float, float]:
+    """Seconds per training step (``PROBE_STEPS`` timed after ``PROBE_WARMUP`` untimed ones)
+    and per held-out evaluation, measured on a copy of the model with its own optimiser and
+    random generator, thrown away after: the training then starts from the untouched model and
+    random state, so a run given the resulting ``--steps`` trains bitwise the same model."""
+    import copy
+
+    probe = copy.deepcopy(model)
+    opt = make_optimizer(probe, args, device)
+    gen = torch.Generator().manual_seed(args.seed + 2)
+    train_ids = (~data["heldout"]).nonzero().squeeze(1)
+    batches = epoch_batches(data["lengths"].long(), train_ids, 0, args)
+    pad_id, mask_id = tok.token_to_id("[PAD]"), tok.token_to_id("[MASK]")
+
+    def sync() -> None:
+        if device.type == "cuda":
+            torch.cuda.synchronize(device)
+
+    t0 = 0.0
+    for i in range(PROBE_WARMUP + PROBE_STEPS):
+        if i == PROBE_WARMUP:
+            sync()
+            t0 = time.time()
+        batch = make_batch(
+            data["tokens"], data["starts"], batches[i % len(batches)], pad_id, mask_id,
+            tok.get_vocab_size(), len(SPECIALS), gen,
+        )  # fmt: skip
+        train_step(probe, opt, batch, device, amp)
+    sync()
+    per_step = (time.time() - t0) / PROBE_STEPS
+    t0 = time.time()
+    eval_ids = data["heldout"].nonzero().squeeze(1)[: args.eval_seqs].tolist()
+    heldout_loss(probe, data, eval_ids, tok, device, amp, args)
+    per_eval = time.time() - t0
+    del probe, opt
+    if device.type == "cuda":
+        torch.cuda.empty_cache()
+    return per_step, per_eval
+
+
 def lr_at(step: int, args) -> float:
     """Linear warm-up over ``--warmup`` of the steps, then cosine decay to 0."""
     warm = max(1, int(args.warmup * args.steps))
@@ -479,6 +569,18 @@ def parse_args(argv):
     length = ap.add_mutually_exclusive_group()
     length.add_argument("--steps", type=int, help="optimizer steps (default 3000)")
     length.add_argument("--epochs", type=float, help="passes over the training sequences")
+    length.add_argument(
+        "--fit-minutes",
+        type=float,
+        help="as many steps as end the training and its evaluations this many minutes after "
+        "the run starts (measured by a short speed probe; a resumed run keeps the first run's)",
+    )
+    ap.add_argument(
+        "--fit-reserve",
+        type=float,
+        default=60.0,
+        help="seconds of --fit-minutes kept for the final evaluation and export",
+    )
     ap.add_argument("--lr", type=float, default=1e-3)
     ap.add_argument("--warmup", type=float, default=0.05, help="fraction of the steps")
     ap.add_argument("--weight-decay", type=float, default=0.01)
@@ -494,6 +596,12 @@ def parse_args(argv):
     ap.add_argument("--prepare-only", action="store_true", help="write --data and stop")
     ap.add_argument("--eval-only", action="store_true", help="evaluate the last checkpoint")
     ap.add_argument("--export-only", action="store_true", help="export the last checkpoint")
+    ap.add_argument(
+        "--export-on-stop",
+        action="store_true",
+        help="a run that stops early (exit 75) also evaluates and exports the weights it has: "
+        "for a machine whose disk, and so the checkpoint, is gone after the run",
+    )
     return ap.parse_args(argv)
 
 
@@ -569,13 +677,17 @@ def run(args) -> int:
         raise SystemExit(f"{len(train_ids)} training sequences make no batch of {args.batch_size}")
     if args.epochs is not None:
         args.steps = math.ceil(args.epochs * per_epoch)
-    elif args.steps is None:
+    elif args.steps is None and not args.fit_minutes:
         args.steps = 3000
     n_tokens = int(lengths[train_ids].sum())
+    length = (
+        f"{args.steps:,d} steps = {args.steps / per_epoch:.2f} epochs"
+        if args.steps
+        else f"steps to fit {args.fit_minutes:g} minutes, from a speed probe"
+    )
     print(
         f"{len(train_ids):,d} training sequences ({n_tokens:,d} tokens, {per_epoch:,d} batches "
-        f"an epoch), {len(eval_ids):,d} held-out sequences scored, vocab {vocab_size}; "
-        f"{args.steps:,d} steps = {args.steps / per_epoch:.2f} epochs",
+        f"an epoch), {len(eval_ids):,d} held-out sequences scored, vocab {vocab_size}; {length}",
         flush=True,
     )
     if args.prepare_only:
@@ -589,23 +701,19 @@ def run(args) -> int:
     model = build_model(vocab_size, args).to(device)
     n_params = sum(p.numel() for p in model.parameters())
     print(f"model: {n_params / 1e6:.2f}M parameters on {device}, bf16 autocast {amp}", flush=True)
-    decay = [p for p in model.parameters() if p.ndim >= 2]
-    no_decay = [p for p in model.parameters() if p.ndim < 2]
-    opt = torch.optim.AdamW(
-        [
-            {"params": decay, "weight_decay": args.weight_decay},
-            {"params": no_decay, "weight_decay": 0.0},
-        ],
-        lr=args.lr,
-        betas=(0.9, 0.98),
-        eps=1e-6,
-        fused=device.type == "cuda",
-    )
+    opt = make_optimizer(model, args, device)
     ckpt = args.work / "checkpoint.pt"
     step, elapsed, history, evals = 0, 0.0, [], []
     gen = torch.Generator().manual_seed(args.seed)
-    if ckpt.exists():
-        state = torch.load(ckpt, map_location="cpu", weights_only=False)
+    state = torch.load(ckpt, map_location="cpu", weights_only=False) if ckpt.exists() else None
+    if args.fit_minutes:
+        if state is not None:  # the steps the first run of this training chose
+            args.steps = state["schedule"]["steps"]
+        else:
+            args.steps = fit_steps(model, data, tok, device, amp, args, t_run)
+        schedule["steps"] = args.steps
+        print(f"{args.steps:,d} steps = {args.steps / per_epoch:.2f} epochs", flush=True)
+    if state is not None:
         if state["schedule"] != schedule:
             diff = {
                 k: (state["schedule"].get(k), v)
@@ -706,11 +814,7 @@ def run(args) -> int:
             )  # fmt: skip
             for g in opt.param_groups:
                 g["lr"] = lr_at(step, args)
-            loss = mlm_loss(model, inputs, attn, labels, sel, device, amp)
-            opt.zero_grad(set_to_none=True)
-            loss.backward()
-            torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
-            opt.step()
+            loss = train_step(model, opt, (inputs, attn, labels, sel), device, amp)
             step += 1
             run_loss += loss.detach()
             run_n += 1
@@ -748,20 +852,23 @@ def run(args) -> int:
                 break
     finally:
         stop.restore()
-    if step < args.steps:
-        write_meta({})
+    complete = step >= args.steps
+    if not complete:
+        write_meta({"complete": False})
         print(
             f"stopped at step {step}/{args.steps} ({why}) after {elapsed / 60:.1f} min of "
             f"training; checkpoint saved: run the same command again to continue",
             flush=True,
         )
-        return EXIT_RESUMABLE
+        if not args.export_on_stop:
+            return EXIT_RESUMABLE
     model.eval()
     evals.append(evaluate(final=True))
     size = export(model, data["tokenizer"], args.out, args.max_position, args.max_weights_mb)
-    write_meta({"weights_bytes": size, "final_loss": history[-1][1] if history else None})
-    print(f"exported to {args.out} ({size / 1e6:.1f} MB of weights)", flush=True)
-    return 0
+    final_loss = history[-1][1] if history else None
+    write_meta({"complete": complete, "weights_bytes": size, "final_loss": final_loss})
+    print(f"exported step {step} to {args.out} ({size / 1e6:.1f} MB of weights)", flush=True)
+    return 0 if complete else EXIT_RESUMABLE
 
 
 if __name__ == "__main__":

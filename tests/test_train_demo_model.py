@@ -5,11 +5,17 @@ through and once as three runs of at most 4 steps (``--run-steps``, the same mec
 ``--max-minutes`` and SIGINT/SIGTERM use), each resuming from the checkpoint of the last. On CPU
 the two must agree bitwise: weights, optimiser moments, loss history and held-out losses
 (tolerance 0), since the data order, masks and RNG states are restored exactly.
+
+The device tool's part (one bare machine a call, files back from $OUT only in pieces of at
+most 16 MiB): ``--fit-minutes`` chooses the steps from a speed probe that leaves the training
+untouched (bitwise the model of the same ``--steps``), ``--export-on-stop`` exports what an
+early stop has, and ``scripts/device_bundle.py`` brings an export back byte for byte.
 """
 
 from __future__ import annotations
 
 import importlib.util
+import json
 import random
 import re
 from pathlib import Path
@@ -18,7 +24,6 @@ import pytest
 import torch
 from conftest import REPO_ROOT
 
-SCRIPT = REPO_ROOT / "scripts" / "train_demo_model.py"
 TINY = [
     "--layers", "1", "--hidden", "32", "--heads", "2", "--vocab-size", "120",
     "--seq-len", "32", "--max-position", "64", "--batch-size", "8", "--steps", "9",
@@ -27,12 +32,21 @@ TINY = [
 ]  # fmt: skip
 
 
-@pytest.fixture(scope="module")
-def train():
-    spec = importlib.util.spec_from_file_location("train_demo_model", SCRIPT)
+def load_script(name: str):
+    spec = importlib.util.spec_from_file_location(name, REPO_ROOT / "scripts" / f"{name}.py")
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module
+
+
+@pytest.fixture(scope="module")
+def train():
+    return load_script("train_demo_model")
+
+
+@pytest.fixture(scope="module")
+def bundle():
+    return load_script("device_bundle")
 
 
 @pytest.fixture(scope="module")
@@ -106,3 +120,70 @@ def test_weights_over_the_size_limit_are_refused(train, data, tmp_path):
     with pytest.raises(SystemExit, match=re.escape("over the 0.001 MB limit")):
         run(train, data, tmp_path, "--export-only", "--max-weights-mb", "0.001")
     assert not (tmp_path / "out").exists()
+
+
+def test_export_on_stop_exports_what_an_early_stop_has(train, data, tmp_path):
+    code = run(train, data, tmp_path, "--run-steps", "3", "--export-on-stop")
+    assert code == train.EXIT_RESUMABLE
+    meta = json.loads((tmp_path / "train_meta.json").read_text())
+    assert meta["steps"] == 3 and meta["complete"] is False
+    assert (tmp_path / "out" / "model.safetensors").is_file()
+    assert run(train, data, tmp_path) == 0  # and the checkpoint still resumes to the end
+    assert json.loads((tmp_path / "train_meta.json").read_text())["complete"] is True
+
+
+def without(argv: list[str], *flags: str) -> list[str]:
+    """``argv`` less the given flags and their values."""
+    drop = {i + k for i, a in enumerate(argv) if a in flags for k in (0, 1)}
+    return [a for i, a in enumerate(argv) if i not in drop]
+
+
+def test_fit_minutes_trains_the_model_of_the_steps_it_chose(train, data, tmp_path, monkeypatch):
+    """The real probe runs (on its copy); the speed it reports is replaced by 1 s a step, so
+    that the steps depend on the clock only through the run's start-up (under 60 s)."""
+    probe = train.probe_speed
+    monkeypatch.setattr(train, "probe_speed", lambda *a: (probe(*a), (1.0, 0.0))[1])
+    base = [*without(TINY, "--steps", "--eval-every"), "--eval-every", "50"]
+    fit = tmp_path / "fit"
+    argv = ["--data", str(data), "--work", str(fit), "--out", str(fit / "o"), *base]
+    argv += ["--fit-minutes", "1", "--fit-reserve", "0"]
+    assert train.main([*argv, "--run-steps", "5"]) == train.EXIT_RESUMABLE
+    assert train.main(argv) == 0  # the resumed run keeps the first run's steps
+    steps = json.loads((fit / "train_meta.json").read_text())["steps"]
+    assert 9 < steps <= 0.9 * 60  # (1 - PROBE_MARGIN) x 60 s at 1 s a step, less start-up
+    fixed = tmp_path / "fixed"
+    argv = ["--data", str(data), "--work", str(fixed), "--out", str(fixed / "o"), *base]
+    assert train.main([*argv, "--steps", str(steps)]) == 0
+    same = (fit / "o" / "model.safetensors").read_bytes()
+    assert same == (fixed / "o" / "model.safetensors").read_bytes()
+
+
+def test_bundle_brings_an_export_back_byte_for_byte(train, bundle, data, tmp_path):
+    assert run(train, data, tmp_path / "w", "--steps", "2") == 0
+    export, meta = tmp_path / "w" / "out", tmp_path / "w" / "train_meta.json"
+    out = tmp_path / "OUT"
+    manifest = bundle.pack([export, meta], out, "pll-demo", piece_mib=0.02)
+    pieces = sorted(out.glob("pll-demo.tar.*"))
+    assert len(pieces) == len(manifest["pieces"]) >= 3  # the weights span several pieces
+    assert all(p.stat().st_size <= 0.02 * 2**20 for p in pieces)
+    assert bundle.unpack(out / "pll-demo.json", tmp_path / "back") == manifest["members"]
+    originals = [*sorted(export.iterdir()), meta]
+    for original in originals:
+        name = original.name if original == meta else f"out/{original.name}"
+        assert (tmp_path / "back" / name).read_bytes() == original.read_bytes(), name
+    assert len(manifest["members"]) == len(originals)
+
+
+def test_bundle_refuses_a_damaged_or_missing_piece(bundle, tmp_path):
+    src = tmp_path / "src"
+    src.mkdir()
+    (src / "blob.bin").write_bytes(bytes(range(256)) * 1000)
+    bundle.pack([src], tmp_path / "OUT", "b", piece_mib=0.1)
+    piece = tmp_path / "OUT" / "b.tar.001"
+    good = piece.read_bytes()
+    piece.write_bytes(good[:-1] + bytes([good[-1] ^ 1]))
+    with pytest.raises(SystemExit, match="differs from the manifest"):
+        bundle.unpack(tmp_path / "OUT" / "b.json", tmp_path / "x")
+    piece.unlink()
+    with pytest.raises(SystemExit, match="is missing"):
+        bundle.unpack(tmp_path / "OUT" / "b.json", tmp_path / "y")
