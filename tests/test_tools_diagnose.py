@@ -14,11 +14,13 @@ from pll_harness.tools.causal import CausalScorer
 from pll_harness.tools.cli import main
 from pll_harness.tools.diagnose import (
     WORD_CONTEXT,
+    Diagnosis,
     diagnose,
     diagnose_sentences,
     plot_causal,
     plot_frequency,
     plot_length,
+    report_markdown,
     write_outputs,
 )
 from pll_harness.tools.models import MLMScorers
@@ -129,6 +131,20 @@ def test_report_and_files(diagnosis, tmp_path):
     assert len(list(csv.DictReader((tmp_path / "diag" / "words.csv").open()))) == len(
         diagnosis.words
     )
+
+
+def test_the_best_metric_is_bold_at_the_precision_shown():
+    """Two metrics that show the same r are both best, as in ``compare``; the causal model
+    is not a candidate."""
+    diag = Diagnosis("m", "data", ["original", "word_l2r", "whole_word"], "gpt2")
+    diag.oov["mlm"] = {"words": 3, "ratio": 0.1, "types": 3, "type_ratio": 0.1}
+    for name, r in (("original", 0.304), ("word_l2r", 0.301), ("whole_word", 0.2), ("causal", 0.9)):
+        diag.stats[name] = {"r_length": r, "r_frequency": -r, "r_causal": r, "mean": -10.0}
+    report = report_markdown(diag, {})
+    assert "| PLL-original | **0.30** | -0.30 | **0.30** | -10.00 |" in report
+    assert "| PLL-word-l2r | **0.30** | -0.30 | **0.30** | -10.00 |" in report
+    assert "| PLL-whole-word | 0.20 | **-0.20** | 0.20 | -10.00 |" in report
+    assert "| causal LL (gpt2) | 0.90 | -0.90 | – | -10.00 |" in report
 
 
 def test_diagnose_file_without_causal_and_cli(tiny_roberta_dir, tmp_path, capsys):
@@ -248,7 +264,7 @@ def test_a_diagnosis_folder_of_other_sentences_is_refused_or_overwritten(tiny_be
     out = tmp_path / "diag"
     diagnose(tiny_bert_dir, str(first), out, metrics="original")
     written = (out / "sentences.csv").read_bytes()
-    with pytest.raises(ValueError, match="another (input|dataset)"):
+    with pytest.raises(ValueError, match=r"another (input|dataset)"):
         diagnose(tiny_bert_dir, str(second), out, metrics="original")
     assert (out / "sentences.csv").read_bytes() == written
     (out / "sentences.csv").unlink()

@@ -32,7 +32,7 @@ from pll_harness.metrics import DEFAULT_METRIC, PLL_METRICS
 from pll_harness.tasks.catalog import BENCHMARKS, Benchmark
 from pll_harness.tools.models import short_model_name
 from pll_harness.tools.plotting import pyplot, save_figure
-from pll_harness.tools.tables import markdown_table
+from pll_harness.tools.tables import best_shown, fmt_number, markdown_table
 
 SHARE_METRICS: tuple[str, ...] = (
     "acc",
@@ -351,26 +351,14 @@ class Leaderboard:
         return (100.0, 1) if column.share else (1.0, 2)
 
     def display(self, column: Column, value: float) -> str:
-        if math.isnan(value):
-            return "–"
         scale, digits = self._scale_and_digits(column)
-        return f"{scale * value:.{digits}f}"
+        return fmt_number(scale * value, digits)
 
     def bold(self, column: Column, values: Sequence[float]) -> list[bool]:
         """The best cells of a column (highest; for a preference metric, closest to no
-        preference on either side), judged at the precision shown: two runs that both
-        show 32.5 are both best, whatever float noise lies below that."""
+        preference on either side), judged at the precision shown (:func:`best_shown`)."""
         scale, digits = self._scale_and_digits(column)
-
-        def merit(value: float) -> float:
-            shown = round(scale * value, digits)
-            if column.neutral is None:
-                return shown
-            return -round(abs(shown - round(scale * column.neutral, digits)), digits)
-
-        merits = [math.nan if math.isnan(v) else merit(v) for v in values]
-        top = max((m for m in merits if not math.isnan(m)), default=math.nan)
-        return [len(values) > 1 and m == top for m in merits]
+        return best_shown(values, digits, scale, column.neutral)
 
     def to_markdown(self) -> str:
         matrix = self.matrix()

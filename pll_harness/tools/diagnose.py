@@ -43,7 +43,7 @@ from pll_harness.tools.score import (
 )
 from pll_harness.tools.sentences import Sentence, eventsadapt_sentences, read_sentences
 from pll_harness.tools.statistics import pearson
-from pll_harness.tools.tables import fmt_number, markdown_table
+from pll_harness.tools.tables import best_shown, fmt_number, markdown_table
 from pll_harness.tools.words import is_wordlike, words_of
 
 WORD_CONTEXT = "My word is "
@@ -427,9 +427,11 @@ def plot_causal(diag: Diagnosis) -> Any:
 # --------------------------------------------------------------------------- report
 
 
-def _best(diag: Diagnosis, key: str) -> str | None:
-    values = {m: diag.stats[m][key] for m in diag.metrics if not math.isnan(diag.stats[m][key])}
-    return max(values, key=values.__getitem__) if values else None
+def _best(diag: Diagnosis, key: str) -> set[str]:
+    """The metrics whose ``key`` the report shows in bold (:func:`best_shown`, at the
+    precision of :func:`fmt_number`, as its cells show them)."""
+    values = [diag.stats[m][key] for m in diag.metrics]
+    return {m for m, best in zip(diag.metrics, best_shown(values), strict=True) if best}
 
 
 def report_markdown(diag: Diagnosis, images: dict[str, str]) -> str:
@@ -465,7 +467,7 @@ def report_markdown(diag: Diagnosis, images: dict[str, str]) -> str:
 
         def cell(key: str, name: str = name, stats: dict = stats) -> str:
             text = fmt_number(stats[key])
-            return f"**{text}**" if best.get(key) == name else text
+            return f"**{text}**" if name in best[key] else text
 
         row = [diag.label(name), cell("r_length"), cell("r_frequency")]
         if diag.causal:
@@ -475,7 +477,7 @@ def report_markdown(diag: Diagnosis, images: dict[str, str]) -> str:
     lines += [
         markdown_table(header, rows),
         "",
-        "Bold: the best PLL metric on that criterion.",
+        "Bold: the best PLL metric on that criterion, as shown (equal values all bold).",
         "",
     ]
     lines += ["## Out-of-vocabulary words", ""]
