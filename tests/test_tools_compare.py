@@ -196,6 +196,24 @@ def test_score_diff_and_all_columns(results_dir):
     assert "(% of pairs" not in board.to_markdown()
 
 
+def test_a_note_that_explains_a_metric_goes_only_with_that_metric(tmp_path):
+    """CrowS-Pairs' note explains pct_stereotype: not under a score_diff table, where the
+    other benchmarks' notes on averaging still hold."""
+    folder = tmp_path / "results"
+    for name, share in (("a", 0.6), ("b", 0.55)):
+        scores = {"crows_pairs_pll": share, "blimp_pll": share}
+        path = _result(folder, name, "pll-mlm", {"pretrained": name}, scores)
+        data = json.loads(path.read_text())
+        crows = data["results"]["crows_pairs_pll"]
+        crows["pct_stereotype,none"] = crows.pop("acc,none")
+        path.write_text(json.dumps(data))
+    runs = load_runs([folder])
+    shares, diffs = (build_leaderboard(runs, m).to_markdown() for m in ("acc", "score_diff"))
+    explained = "CrowS-Pairs columns are pct_stereotype"
+    assert explained in shares and explained not in diffs
+    assert "BLiMP overall is the mean of the 67 paradigms" in diffs
+
+
 def test_cli_compare_and_errors(results_dir, tmp_path, capsys):
     files = sorted(str(p) for p in results_dir.rglob("results_*.json"))
     assert main(["compare", *files, "-o", str(tmp_path / "lb")]) == 0
