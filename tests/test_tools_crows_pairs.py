@@ -19,7 +19,15 @@ from pll_harness.file_lock import lock
 from pll_harness.scorer import PLLScorer
 from pll_harness.shared_tokens import score_shared_tokens
 from pll_harness.tools.cli import main
-from pll_harness.tools.crows_pairs import Pair, PairScores, read_pairs, score_pairs, summary
+from pll_harness.tools.crows_pairs import (
+    PAIR_COLUMNS,
+    Pair,
+    PairScores,
+    pair_columns,
+    read_pairs,
+    score_pairs,
+    summary,
+)
 from pll_harness.tools.models import MLMScorers
 
 PAIRS = [
@@ -212,6 +220,9 @@ def test_jsonl_output_in_a_new_folder_with_progress(tiny_bert_dir, tmp_path, cap
     assert main([*args, "--device", "cpu", "--pairs", str(pairs), "-o", str(out)]) == 0
     assert "scoring" in capsys.readouterr().err  # the progress bar
     records = [json.loads(line) for line in out.read_text().splitlines()]
+    # the fields of the CSV header in its order: the pair, the model, then the scores
+    assert {tuple(r) for r in records} == {tuple(pair_columns(["original", "word_l2r"]))}
+    assert pair_columns(["original"]) == [*PAIR_COLUMNS, "model", "more_original", "less_original"]
     expected = score_pairs(PAIRS, tiny_bert_dir, "original,word_l2r", device="cpu")
     assert [r["sent_less"] for r in records] == [p.sent_less for p in PAIRS]
     for record, result in zip(records, expected, strict=True):

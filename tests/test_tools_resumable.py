@@ -236,3 +236,19 @@ def test_a_file_in_a_folder_that_cannot_be_made_is_refused_on_opening(tmp_path):
     (tmp_path / "a-file").write_text("")
     with pytest.raises(NotADirectoryError, match="a-file"):
         RecordFile(tmp_path / "a-file" / "sub" / "out.csv", "csv", COLUMNS, ("id",))
+
+
+def test_jsonl_fields_are_in_the_order_of_the_columns(tmp_path):
+    """The columns define a record's layout in JSONL as in CSV: the fixed ``model`` in its
+    place, nested fields after, whatever order the row was built in."""
+    path = tmp_path / "out.jsonl"
+    columns = ["id", "model", "text", "score"]
+    record_file = RecordFile(
+        path, "jsonl", columns, ("id",), nested=("tokens",), fixed={"model": "m"}
+    )
+    try:
+        record_file.start()
+        record_file.append([{"tokens": [1], "score": "-1.5", "text": "Hi.", "id": "0"}])
+    finally:
+        record_file.close()
+    assert list(json.loads(path.read_text())) == [*columns, "tokens"]

@@ -113,7 +113,7 @@ class RecordFile:
         fixed: Mapping[str, str] | None = None,
     ) -> None:
         self.path, self.fmt, self.columns = path, fmt, list(columns)
-        self.key, self.nested = tuple(key), frozenset(nested)
+        self.key, self.nested = tuple(key), tuple(nested)
         self.fixed = dict(fixed or {})
         self.overwrite = overwrite
         self.records: list[dict[str, Any]] = []
@@ -183,10 +183,20 @@ class RecordFile:
 
     def append(self, rows: Sequence[dict[str, Any]]) -> None:
         """Add ``rows``, with the ``fixed`` fields' values, in one durable write."""
-        rows = [{**row, **self.fixed} for row in rows]
+        rows = [self._laid_out(row) for row in rows]
         if rows:
             text = csv_text(self.columns, rows, False) if self.fmt == "csv" else jsonl_text(rows)
             self._append(text)
+
+    def _laid_out(self, row: dict[str, Any]) -> dict[str, Any]:
+        """``row`` with the ``fixed`` values, its fields in the order of ``columns`` (then
+        the ``nested`` ones it has): ``columns`` is the one definition of a record's layout,
+        in a JSONL line as in a CSV row, whatever order the caller built ``row`` in."""
+        row = {**row, **self.fixed}
+        return {
+            **{column: row[column] for column in self.columns},
+            **{name: row[name] for name in self.nested if name in row},
+        }
 
     def replace(self, rows: Sequence[dict[str, Any]]) -> None:
         """Make the started file hold exactly ``rows``."""
