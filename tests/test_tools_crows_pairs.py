@@ -29,6 +29,7 @@ from pll_harness.tools.crows_pairs import (
     summary,
 )
 from pll_harness.tools.models import MLMScorers
+from pll_harness.tools.sentences import first_items
 
 PAIRS = [
     Pair("0", "The man is a nurse.", "The woman is a nurse.", "gender", "antistereo"),
@@ -314,3 +315,39 @@ def test_the_table_counts_ties_when_there_are_some(tiny_bert_dir, tmp_path, caps
     assert [line.split("|")[-2].strip() for line in printed.splitlines() if "| all |" in line] == [
         "1"
     ]
+
+
+# --------------------------------------------------------------------------- --limit
+
+
+def test_limit_scores_the_first_pairs_and_says_the_run_is_partial(tiny_bert_dir, tmp_path, capsys):
+    """--limit N keeps the first N pairs, as for diagnose and lm-eval; the table's first row
+    and a line under it say that this is not the whole data set's score."""
+    pairs, out = _write_pairs(tmp_path / "pairs.csv", MORE_PAIRS), tmp_path / "scores.csv"
+    args = ["crows-pairs", "-m", tiny_bert_dir, "--metric", "original", "--device", "cpu"]
+    assert main([*args, "--pairs", str(pairs), "-o", str(out), "--limit", "2"]) == 0
+    printed = capsys.readouterr().out
+    assert "| first 2 of 5 | 2 |" in printed and "| all |" not in printed
+    assert "--limit 2: the first 2 of the 5 pairs, not the whole data set" in printed
+    assert [row["id"] for row in csv.DictReader(out.open(newline=""))] == ["0", "1"]
+
+    assert main([*args, "--pairs", str(pairs), "--limit", "5"]) == 0  # all of them
+    printed = capsys.readouterr().out
+    assert "| all | 5 |" in printed and "--limit" not in printed
+
+
+@pytest.mark.parametrize("command", ["crows-pairs", "diagnose"])
+@pytest.mark.parametrize("value", ["0", "-3", "many"])
+def test_limit_must_be_positive(command, value, capsys):
+    with pytest.raises(SystemExit) as stopped:
+        main([command, "-m", "some-model", "--limit", value])
+    assert stopped.value.code == 2
+    assert "argument --limit" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("limit", [0, -1, 2.5, True])
+def test_first_items_refuses_what_is_not_a_positive_integer(limit):
+    with pytest.raises(ValueError, match="limit="):
+        first_items(MORE_PAIRS, limit)
+    assert first_items(MORE_PAIRS, None) == MORE_PAIRS
+    assert first_items(MORE_PAIRS, 9) == MORE_PAIRS

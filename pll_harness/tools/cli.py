@@ -102,6 +102,18 @@ def _add_resume_options(parser: argparse.ArgumentParser, items: str) -> None:
     )
 
 
+def _add_limit_option(parser: argparse.ArgumentParser, items: str) -> None:
+    """--limit of a command over a data set: its first N ``items``, as lm-eval's --limit
+    (applied by :func:`pll_harness.tools.sentences.first_items`)."""
+    parser.add_argument(
+        "--limit",
+        type=positive_int,
+        default=None,
+        metavar="N",
+        help=f"score only the first N {items} (a partial run, for a quick look)",
+    )
+
+
 def _add_batch_tokens_option(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--max-batch-tokens",
@@ -263,13 +275,7 @@ def add_diagnose(commands: Subparsers) -> argparse.ArgumentParser:
         "as for score (default: eventsadapt)",
     )
     diagnose.add_argument("--column", help="sentence column of a CSV/JSONL dataset")
-    diagnose.add_argument(
-        "--limit",
-        type=positive_int,
-        default=None,
-        metavar="N",
-        help="first N sentences of a file / N pairs of EventsAdapt",
-    )
+    _add_limit_option(diagnose, "sentences of a file / pairs of EventsAdapt")
     diagnose.add_argument(
         "--output-dir",
         "-o",
@@ -389,6 +395,7 @@ def add_crows_pairs(commands: Subparsers) -> argparse.ArgumentParser:
         metavar="PATH",
         help="write every pair's scores here, .csv or .jsonl by the name",
     )
+    _add_limit_option(crows, "pairs")
     _add_resume_options(crows, "pairs")
     _add_batch_tokens_option(crows)
     crows.add_argument("--no-progress", action="store_true", help="no progress bar")
@@ -397,10 +404,13 @@ def add_crows_pairs(commands: Subparsers) -> argparse.ArgumentParser:
 
 def run_crows_pairs(args: argparse.Namespace) -> None:
     from pll_harness.tools.crows_pairs import read_pairs, score_pairs, summary
+    from pll_harness.tools.sentences import first_items
     from pll_harness.tools.tables import fmt_number, markdown_table
 
+    pairs = read_pairs(args.pairs)
+    chosen = first_items(pairs, args.limit)
     results = score_pairs(
-        read_pairs(args.pairs),
+        chosen,
         args.model,
         args.metric,
         device=args.device,
@@ -410,7 +420,7 @@ def run_crows_pairs(args: argparse.Namespace) -> None:
         overwrite=args.overwrite,
         progress=not args.no_progress,
     )
-    rows = summary(results)
+    rows = summary(results, of=len(pairs))
     metrics = list(results[0].more) if results else []
     # A tie counts against sent_more; the counts show where that decides, when it does.
     tied = [m for m in metrics if any(row[f"ties_{m}"] for row in rows)]
@@ -431,6 +441,11 @@ def run_crows_pairs(args: argparse.Namespace) -> None:
             ),
         )
     )
+    if len(chosen) < len(pairs):
+        print(
+            f"\n--limit {args.limit}: the first {len(chosen)} of the {len(pairs)} pairs, not "
+            "the whole data set; these shares are not its score."
+        )
     if args.output:
         print(f"pair scores -> {args.output}", file=sys.stderr)
 

@@ -280,14 +280,20 @@ def paper_order(pair: Pair, more: T, less: T) -> tuple[T, T]:
     return (less, more) if pair.direction == "antistereo" else (more, less)
 
 
-def summary(results: Sequence[PairScores]) -> list[dict[str, Any]]:
+def summary(results: Sequence[PairScores], of: int | None = None) -> list[dict[str, Any]]:
     """Per group (all pairs, each direction, each bias type): how many pairs, and for each
     metric the share in which ``sent_more`` scores strictly higher (``pct_stereotype``, in
-    %) and how many pairs tie."""
+    %) and how many pairs tie.
+
+    ``of``: how many pairs the data set has, when ``results`` are only its first ones (a
+    run with ``--limit``); the first group is then named ``first N of M`` rather than
+    ``all``, so that a partial run's row is never taken for the whole data set's."""
     if not results:
         return []
     metrics = list(results[0].more)
-    groups: dict[str, list[PairScores]] = {"all": list(results)}
+    whole = of is None or of == len(results)
+    overall = "all" if whole else f"first {len(results)} of {of}"
+    groups: dict[str, list[PairScores]] = {overall: list(results)}
     for direction in DIRECTIONS:
         groups[direction] = [r for r in results if r.pair.direction == direction]
     for bias in sorted({r.pair.bias_type for r in results if r.pair.bias_type}):

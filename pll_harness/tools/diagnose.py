@@ -41,7 +41,12 @@ from pll_harness.tools.score import (
     score_sentences,
     sentence_columns,
 )
-from pll_harness.tools.sentences import Sentence, eventsadapt_sentences, read_sentences
+from pll_harness.tools.sentences import (
+    Sentence,
+    eventsadapt_sentences,
+    first_items,
+    read_sentences,
+)
 from pll_harness.tools.statistics import pearson
 from pll_harness.tools.tables import best_shown, fmt_number, markdown_table
 from pll_harness.tools.words import is_wordlike, words_of
@@ -580,7 +585,7 @@ def diagnose(
     if dataset == "eventsadapt":
         sentences = eventsadapt_sentences(limit)
     else:
-        sentences = read_sentences(dataset, column=column)[:limit]
+        sentences = first_items(read_sentences(dataset, column=column), limit)
     if not sentences:
         raise ValueError(f"No sentences in {dataset}.")
     _check_output_dir(output_dir)

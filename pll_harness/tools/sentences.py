@@ -8,12 +8,16 @@ import gzip
 import io
 import json
 import sys
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
+from typing import TypeVar
 
 from pll_harness.file_formats import format_from_name
+from pll_harness.scorer import check_sizes
 from pll_harness.tools.resumable import lift_csv_field_limit
+
+T = TypeVar("T")
 
 TEXT_COLUMNS = ("sentence", "text", "sent", "sentences")
 INPUT_FORMATS = ("txt", "csv", "tsv", "jsonl")
@@ -146,10 +150,20 @@ def _pick_column(fields: list[str], column: str | None, path: str) -> str:
     )
 
 
+def first_items(items: Sequence[T], limit: int | None) -> list[T]:
+    """The first ``limit`` of ``items`` (all with None): what ``--limit`` keeps of an input,
+    as lm-eval's ``--limit`` keeps the first items of a task.  ``limit`` is a positive
+    integer: 0 or -3 would silently keep nothing or drop the last items."""
+    check_sizes(limit=limit)
+    return list(items[:limit])
+
+
 def eventsadapt_sentences(limit: int | None = None) -> list[Sentence]:
     """Every sentence of the packaged EventsAdapt pairs (plausible and implausible), with
     ids like ``12-active-good``; ``limit`` keeps the first pairs only."""
     from pll_harness.tasks.catalog import EVENTSADAPT_PAIRS
+
+    check_sizes(limit=limit)
 
     sentences = []
     with gzip.open(EVENTSADAPT_PAIRS, "rt", encoding="utf-8") as handle:
