@@ -214,6 +214,20 @@ def test_a_note_that_explains_a_metric_goes_only_with_that_metric(tmp_path):
     assert "BLiMP overall is the mean of the 67 paradigms" in diffs
 
 
+def test_without_matplotlib_no_file_is_written(results_dir, tmp_path, monkeypatch):
+    import importlib
+
+    module = importlib.import_module("pll_harness.tools.compare")  # not the function
+
+    def missing():
+        raise ImportError("Plots need matplotlib")
+
+    monkeypatch.setattr(module, "pyplot", missing)
+    with pytest.raises(ImportError, match="matplotlib"):
+        compare([results_dir], tmp_path / "out")
+    assert not (tmp_path / "out").exists()
+
+
 def test_cli_compare_and_errors(results_dir, tmp_path, capsys):
     files = sorted(str(p) for p in results_dir.rglob("results_*.json"))
     assert main(["compare", *files, "-o", str(tmp_path / "lb")]) == 0

@@ -207,6 +207,26 @@ def test_a_causal_model_that_fails_to_load_leaves_no_output_folder(tiny_bert_dir
     assert not out.exists()
 
 
+def test_without_matplotlib_nothing_is_scored_or_written(tmp_path, monkeypatch):
+    """The plots come last, but matplotlib (the tools extra) is checked first."""
+    import importlib
+
+    module = importlib.import_module("pll_harness.tools.diagnose")  # not the function
+
+    def missing():
+        raise ImportError("Plots need matplotlib")
+
+    def loaded(*args, **kwargs):
+        raise AssertionError("the model was loaded")
+
+    monkeypatch.setattr(module, "pyplot", missing)
+    monkeypatch.setattr(MLMScorers, "__init__", loaded)
+    out = tmp_path / "diag"
+    with pytest.raises(ImportError, match="matplotlib"):
+        diagnose("some-model", "eventsadapt", out, limit=1)
+    assert not out.exists()
+
+
 class _StopAfter:
     """A scoring method of MLMScorers whose first ``calls`` calls go through and whose
     next one is interrupted, as Ctrl-C would interrupt it."""

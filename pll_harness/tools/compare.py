@@ -567,6 +567,7 @@ def compare(
     """Read lm-eval result files (or folders of them) and write ``leaderboard.md``,
     ``leaderboard.csv`` and ``leaderboard.png`` to ``output_dir``."""
     board = build_leaderboard(load_runs(paths), metric, all_columns)
+    pyplot()  # the heat map's matplotlib: missing, it stops the run before any file is written
     out = Path(output_dir)
     out.mkdir(parents=True, exist_ok=True)
     (out / "leaderboard.md").write_text(board.to_markdown(), encoding="utf-8")

@@ -589,6 +589,7 @@ def diagnose(
     if not sentences:
         raise ValueError(f"No sentences in {dataset}.")
     _check_output_dir(output_dir)
+    pyplot()  # the plots' matplotlib, missing without the tools extra: now, not after scoring
     scorers = MLMScorers(model, parse_metrics(metrics), device=device)
     causal_scorer = CausalScorer(causal, device=device) if causal else None
     diag = diagnose_sentences(
