@@ -64,7 +64,7 @@ def pack(sources: list[Path], out: Path, name: str, piece_mib: float = 15) -> di
         whole = Path(tmp) / f"{name}.tar"
         with tarfile.open(whole, "w", format=tarfile.PAX_FORMAT) as tar:
             for source in sources:
-                tar.add(source, arcname=source.name, filter=_plain_member)
+                tar.add(source, arcname=source.name)
             members = sorted(m.name for m in tar.getmembers() if m.isfile())
         manifest = {"archive_bytes": whole.stat().st_size, "archive_sha256": sha256(whole)}
         pieces = []
@@ -77,14 +77,6 @@ def pack(sources: list[Path], out: Path, name: str, piece_mib: float = 15) -> di
     (out / f"{name}.json").write_text(json.dumps(manifest, indent=2) + "\n")
     warn_over_limits(out)
     return manifest
-
-
-def _plain_member(info: tarfile.TarInfo) -> tarfile.TarInfo:
-    """No owner or time stamps in the archive: the same files give the same archive."""
-    info.uid = info.gid = 0
-    info.uname = info.gname = ""
-    info.mtime = 0
-    return info
 
 
 def warn_over_limits(out: Path) -> None:

@@ -16,8 +16,12 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import os
 import random
 import re
+import subprocess
+import sys
+import textwrap
 from pathlib import Path
 
 import pytest
@@ -187,3 +191,71 @@ def test_bundle_refuses_a_damaged_or_missing_piece(bundle, tmp_path):
     piece.unlink()
     with pytest.raises(SystemExit, match="is missing"):
         bundle.unpack(tmp_path / "OUT" / "b.json", tmp_path / "y")
+
+
+CARD = REPO_ROOT / "pll_harness" / "models" / "pll-demo" / "README.md"
+# The card's device command on this CPU: the same text with a tiny model and a short budget.
+ON_CPU = {
+    "--device": "cpu", "--layers": "1", "--hidden": "32", "--heads": "2", "--batch-size": "8",
+    "--fit-minutes": "0.4", "--fit-reserve": "8", "--max-minutes": "1", "--blimp-dev": "1",
+    "--log-every": "50", "--eval-every": "50",
+}  # fmt: skip
+
+
+def card_device_command() -> str:
+    """The bash block that follows "`command`:" in the model card."""
+    text = CARD.read_text(encoding="utf-8")
+    block = re.search(r"`command`:\s*```bash\n(.*?)```", text, re.S)
+    assert block, "the model card has no device command"
+    return textwrap.dedent(block.group(1))
+
+
+def test_the_cards_device_command_runs_and_its_files_come_back(train, bundle, data, tmp_path):
+    """The model card's one device call, as the device would run it but on the CPU: in a tree
+    with the packed data where `carry` puts it, $OUT a fresh folder; what it leaves there must
+    pass the device tool's limits and unpack to a loadable export."""
+    command = card_device_command()
+    assert len(command) <= 2000  # the device tool's limit on a command
+    for flag, value in ON_CPU.items():
+        command, n = re.subn(rf"{flag} \S+", f"{flag} {value}", command)
+        assert n == 1, flag
+    command = command.replace("W=/tmp/demo", f"W={tmp_path / 'disk'}")
+    command = command.replace("python3 ", f"{sys.executable} ")
+    tree = tmp_path / "tree"
+    (tree / ".demo-train" / "device").mkdir(parents=True)
+    for name in ("scripts", "pll_harness"):
+        (tree / name).symlink_to(REPO_ROOT / name)
+    packed = tree / ".demo-train" / "device" / "packed_64.pt.xz"
+    corpus = data.parent / "corpus.txt"
+    argv = ["--corpus", str(corpus), "--data", str(packed), "--work", str(tmp_path / "prep")]
+    assert (
+        train.main(
+            [
+                *argv,
+                "--vocab-size",
+                "120",
+                "--heldout",
+                "0.1",
+                "--batch-size",
+                "8",
+                "--prepare-only",
+            ]
+        )
+        == 0
+    )
+    out = tmp_path / "OUT"
+    out.mkdir()
+    env = {**os.environ, "OUT": str(out)}
+    done = subprocess.run(["bash", "-c", command], cwd=tree, env=env, capture_output=True)
+    assert done.returncode == 0, done.stdout.decode()[-3000:] + done.stderr.decode()[-3000:]
+    files = [p for p in out.rglob("*") if p.is_file()]
+    assert len(files) <= bundle.OUT_MAX_FILES
+    assert all(p.stat().st_size <= bundle.OUT_MAX_FILE_BYTES for p in files)
+    meta = json.loads((out / "train_meta.json").read_text())
+    assert meta["complete"] is True and "blimp_dev" in meta["evals"][-1]
+    back = tmp_path / "back"
+    bundle.unpack(out / "pll-demo.json", back)
+    from transformers import AutoModelForMaskedLM
+
+    model = AutoModelForMaskedLM.from_pretrained(back / "pll-demo")
+    assert model.dtype == torch.float32 and model.config.num_hidden_layers == 1
