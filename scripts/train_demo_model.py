@@ -18,7 +18,10 @@ Stages (each skipped when its output already exists, so the script can be re-run
    the same command again continues from the last checkpoint with the same schedule, data
    order and random state, so N short runs train the same model as one long run (bitwise on
    CPU; on CUDA up to the non-determinism of its kernels). A checkpoint refuses to resume
-   under another model size, schedule or data;
+   under another model size, schedule or data. For a machine that is bare at each call (the
+   device tool's), ``--fit-minutes`` replaces ``--steps``/``--epochs`` with as many steps as
+   fit the minutes at the speed a short probe measures, and ``--export-on-stop`` exports what
+   an early stop has (the model card's "The GPU training, step by step");
 3. evaluate: the MLM loss on held-out sequences (every ``--eval-every`` steps and at the end)
    and, with ``--blimp-dev N``, word_l2r accuracy on a development sample of BLiMP: N pairs per
    paradigm drawn with a fixed seed from pairs 100-999 of each paradigm, disjoint from the
@@ -47,6 +50,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import copy
 import fcntl
 import gzip
 import hashlib
@@ -384,8 +388,6 @@ def probe_speed(model, data, tok, device, amp: bool, args) -> tuple[float, float
     and per held-out evaluation, measured on a copy of the model with its own optimiser and
     random generator, thrown away after: the training then starts from the untouched model and
     random state, so a run given the resulting ``--steps`` trains bitwise the same model."""
-    import copy
-
     probe = copy.deepcopy(model)
     opt = make_optimizer(probe, args, device)
     gen = torch.Generator().manual_seed(args.seed + 2)
