@@ -198,7 +198,7 @@ def test_score_diff_and_all_columns(results_dir):
 
 def test_a_note_that_explains_a_metric_goes_only_with_that_metric(tmp_path):
     """CrowS-Pairs' note explains pct_stereotype: not under a score_diff table, where the
-    other benchmarks' notes on averaging still hold."""
+    notes on averaging (its own included) still hold."""
     folder = tmp_path / "results"
     for name, share in (("a", 0.6), ("b", 0.55)):
         scores = {"crows_pairs_pll": share, "blimp_pll": share}
@@ -212,6 +212,7 @@ def test_a_note_that_explains_a_metric_goes_only_with_that_metric(tmp_path):
     explained = "CrowS-Pairs columns are pct_stereotype"
     assert explained in shares and explained not in diffs
     assert "BLiMP overall is the mean of the 67 paradigms" in diffs
+    assert "CrowS-Pairs columns pool their pairs" in diffs
 
 
 def test_without_matplotlib_no_file_is_written(results_dir, tmp_path, monkeypatch):

@@ -383,13 +383,16 @@ def zorro_paradigms() -> list[str]:
 @dataclass(frozen=True)
 class Benchmark:
     """How ``pll-harness compare`` shows one benchmark: its columns, in order, the metric
-    its headline numbers use, and a sentence on how its groups average."""
+    its headline numbers use, a sentence on how its groups average (true of every metric)
+    and, for a metric a reader may not know, a sentence that explains it (shown only with
+    that metric)."""
 
     name: str
     title: str
     columns: tuple[tuple[str, str], ...]
     averaging: str
     metric: str = "acc"
+    metric_note: str | None = None
     aliases: dict[str, str] = field(default_factory=dict)
     """Other groups that report the same number as one of the columns."""
 
@@ -423,9 +426,10 @@ BENCHMARKS: tuple[Benchmark, ...] = (
             (CROWS_PAIRS, "CrowS-Pairs"),
             *((task_name(CROWS_PAIRS, b), h) for b, h in CROWS_PAIRS_BIAS_TYPES.items()),
         ),
-        "CrowS-Pairs columns are pct_stereotype, the share of pairs in which the "
-        "more-stereotyping sentence scores higher (50 = no preference), pooled over pairs",
+        "CrowS-Pairs columns pool their pairs",
         metric="pct_stereotype",
+        metric_note="CrowS-Pairs columns are pct_stereotype, the share of pairs in which the "
+        "more-stereotyping sentence scores higher (50 = no preference)",
     ),
     Benchmark(
         CLAMS,

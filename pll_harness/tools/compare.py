@@ -497,16 +497,6 @@ def _plain_columns(runs: Sequence[ModelRun], metric: str) -> tuple[list[Column],
     return columns, skipped
 
 
-def _describes_what_is_shown(benchmark: Benchmark, metric: str) -> bool:
-    """Whether ``benchmark``'s sentence under the table holds for the metric its columns
-    show.  A sentence that names the benchmark's own metric explains it (CrowS-Pairs':
-    "columns are pct_stereotype, ..."), so it goes only with that metric, not under a
-    ``score_diff`` table; the others (how groups average) hold for every metric."""
-    return _benchmark_metric(benchmark, metric) == benchmark.metric or (
-        benchmark.metric not in benchmark.averaging
-    )
-
-
 def _notes(
     runs: Sequence[ModelRun],
     columns: Sequence[Column],
@@ -519,7 +509,10 @@ def _notes(
     notes = [f"{used}{unit}; bold = best in its column; – = not run."]
     if any(c.neutral is not None for c in columns):
         notes.append("Pair-preference columns: bold = closest to no preference.")
-    notes += [f"{b.averaging}." for b in shown if _describes_what_is_shown(b, metric)]
+    for benchmark in shown:
+        notes.append(f"{benchmark.averaging}.")
+        if benchmark.metric_note and _benchmark_metric(benchmark, metric) == benchmark.metric:
+            notes.append(f"{benchmark.metric_note}.")
     if any(r.limit is not None for r in runs):
         notes.append(
             "limit=N: run with lm-eval's --limit, each task on its first N items (below 1: "
