@@ -408,7 +408,9 @@ class PLLMaskedLM(LM):
             scores = score_shared(self.scorer, pairs, group, description, disable_tqdm)
         else:
             scores = []
-            with tqdm(total=len(pairs), desc=description, disable=disable_tqdm) as bar:
+            # Under --use_cache every process scores its share here: rank 0's bar only.
+            bar_off = disable_tqdm or self.rank != 0
+            with tqdm(total=len(pairs), desc=description, disable=bar_off) as bar:
                 for start, stop in self._cache_chunks(pairs):
                     chunk = self.scorer.score_requests(pairs[start:stop], progress=bar.update)
                     for request, score in zip(requests[start:stop], chunk, strict=True):

@@ -509,6 +509,19 @@ def test_a_cache_with_several_processes_scores_each_share_alone(tiny_bert_dir, t
     assert caching(lm, tmp_path / "cache_rank1.db").loglikelihood(requests) == expected
 
 
+@pytest.mark.parametrize(("rank", "shown"), [(0, True), (1, False)])
+def test_a_cache_with_several_processes_shows_rank_0s_progress_only(
+    tiny_bert_dir, tmp_path, capsys, rank, shown
+):
+    """Under --use_cache each process scores its share alone; a bar from every process
+    would garble the terminal (lm-eval's convention: rank 0 shows progress)."""
+    lm = PLLMaskedLM(pretrained=tiny_bert_dir, device="cpu")
+    lm._rank, lm._world_size = rank, 2
+    requests = [instance("loglikelihood", ("", "The hooligan wrecked the souvenir."))]
+    caching(lm, tmp_path / f"cache_rank{rank}.db").loglikelihood(requests)
+    assert ("Running loglikelihood requests" in capsys.readouterr().err) == shown
+
+
 def test_processes_refuse_a_prompt_together():
     """A process whose share holds no prompted request must stop with the others rather
     than wait for them in scoring."""
