@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
 import subprocess
 import sys
 from pathlib import Path
+
+import psutil
 
 BIN = Path(sys.executable).parent
 OFFLINE = {"HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false"}
@@ -18,7 +21,7 @@ def run_checked(
 ) -> subprocess.CompletedProcess:
     """Run a command offline; fail the test with the end of its output if it fails or runs
     past ``timeout`` seconds (processes that wait for each other forever), which ends the
-    command's whole process group: torchrun's workers would outlive torchrun."""
+    command and every process it started (:func:`kill_all`)."""
     env = {**os.environ, **OFFLINE, **extra_env}
     pipe = subprocess.PIPE
     with subprocess.Popen(
@@ -27,11 +30,26 @@ def run_checked(
         try:
             stdout, stderr = process.communicate(timeout=timeout)
         except subprocess.TimeoutExpired:
-            os.killpg(process.pid, signal.SIGKILL)
+            kill_all(process.pid)
             stdout, stderr = process.communicate()
             raise AssertionError(f"ran past {timeout} s: {stderr[-6000:]}") from None
     assert process.returncode == 0, stdout[-3000:] + stderr[-6000:]
     return subprocess.CompletedProcess(args, process.returncode, stdout, stderr)
+
+
+def kill_all(pid: int) -> None:
+    """SIGKILL process ``pid``'s group and every process it started.  torchrun starts each
+    worker in a session of its own, out of reach of its group; a worker left running would
+    also hold the output pipes open, so that reading them waits for it to end."""
+    try:
+        started = psutil.Process(pid).children(recursive=True)
+    except psutil.NoSuchProcess:
+        started = []
+    os.killpg(pid, signal.SIGKILL)
+    for child in started:
+        with contextlib.suppress(psutil.NoSuchProcess):
+            child.kill()
+    psutil.wait_procs(started, timeout=10)
 
 
 def write_pair_task(folder: Path, task: str, pairs: list[tuple[str, str]]) -> None:

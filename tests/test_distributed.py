@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
+import sys
+import time
 from pathlib import Path
 
+import psutil
 import pytest
 from conftest import GatheredGroup
 from lm_eval_runs import BIN, run_checked, write_pair_task
@@ -108,6 +112,26 @@ def test_two_processes_with_a_cache_that_answers_one_of_them(tmp_path, tiny_bert
     log = run_checked([*args, "--limit", "5"], tmp_path, timeout=120, OMP_NUM_THREADS="1").stderr
     assert "Cached requests: 4, Requests remaining: 2" in log  # rank 0: doc 4 is new
     assert "Requests remaining: 0" in log  # rank 1: docs 1 and 3 (and lm-eval's padding)
+
+
+def test_a_run_past_its_time_ends_workers_in_sessions_of_their_own(tmp_path):
+    """torchrun starts each worker in a session of its own, out of reach of a signal to
+    torchrun's process group: a timed-out run must end them too, or it waits for them
+    (they hold its output open) while they score on, or wait on each other forever."""
+    pid_file = tmp_path / "worker.pid"
+    launcher = (
+        "import subprocess, sys, time; "
+        "w = subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(60)'], "
+        "start_new_session=True); "
+        f"open({str(pid_file)!r}, 'w').write(str(w.pid)); time.sleep(60)"
+    )
+    started = time.monotonic()
+    with pytest.raises(AssertionError, match="ran past 5 s"):
+        run_checked([sys.executable, "-c", launcher], tmp_path, timeout=5)
+    assert time.monotonic() - started < 30, "the run waited for its worker"
+    worker = int(pid_file.read_text())
+    with contextlib.suppress(psutil.NoSuchProcess):
+        assert psutil.Process(worker).status() == psutil.STATUS_ZOMBIE, "the worker lives on"
 
 
 def test_processes_agree_on_the_smallest_token_budget():
