@@ -71,3 +71,23 @@ metric_list:
   - metric: acc
 """
     )
+
+
+def write_rolling_task(folder: Path, task: str, texts: list[str]) -> None:
+    """A perplexity task over ``texts`` (``loglikelihood_rolling``, as wikitext)."""
+    data = folder / f"{task}.jsonl"
+    data.write_text("".join(json.dumps({"text": text}) + "\n" for text in texts))
+    (folder / f"{task}.yaml").write_text(
+        f"""task: {task}
+dataset_path: json
+dataset_kwargs:
+  data_files:
+    test: {data}
+test_split: test
+output_type: loglikelihood_rolling
+doc_to_text: ""
+doc_to_target: "{{{{text}}}}"
+metric_list:
+  - metric: word_perplexity
+"""
+    )

@@ -11,7 +11,7 @@ from pathlib import Path
 import psutil
 import pytest
 from conftest import GatheredGroup
-from lm_eval_runs import BIN, run_checked, write_pair_task
+from lm_eval_runs import BIN, run_checked, write_pair_task, write_rolling_task
 
 from pll_harness.distributed import balance_by_cost, common_batching
 from pll_harness.planning import Batching
@@ -48,6 +48,11 @@ SENTENCES = [
 ]
 
 
+TEXTS = [good for good, _ in SENTENCES] + [" ".join(bad for _, bad in SENTENCES)]
+"""The perplexity task's documents; the last is longer than the tiny models take, so it
+is scored in windows."""
+
+
 def run_eval(launcher: list[str], folder: Path, model_dir: str, out: Path) -> dict:
     args = [
         *launcher,
@@ -56,7 +61,7 @@ def run_eval(launcher: list[str], folder: Path, model_dir: str, out: Path) -> di
         "--model_args",
         f"pretrained={model_dir},pll_metric=word_l2r",
         "--tasks",
-        "pll_dp_pairs",
+        "pll_dp_pairs,pll_dp_texts",
         "--include_path",
         str(folder),
         "--device",
@@ -69,20 +74,25 @@ def run_eval(launcher: list[str], folder: Path, model_dir: str, out: Path) -> di
     ]
     log = run_checked(args, folder, OMP_NUM_THREADS="1").stderr
     (results_file,) = out.rglob("results_*.json")
-    (samples_file,) = out.rglob("samples_pll_dp_pairs_*.jsonl")
-    samples = [json.loads(line) for line in samples_file.read_text().splitlines()]
+    scores = {}
+    for task in ("pll_dp_pairs", "pll_dp_texts"):
+        (samples_file,) = out.rglob(f"samples_{task}_*.jsonl")
+        samples = [json.loads(line) for line in samples_file.read_text().splitlines()]
+        scores[task] = {s["doc_id"]: s["filtered_resps"] for s in samples}
     return {
         "log": log,
         "acc": json.loads(results_file.read_text())["results"]["pll_dp_pairs"]["acc,none"],
-        "scores": {s["doc_id"]: [float(r[0][0]) for r in s["resps"]] for s in samples},
+        "scores": scores,
     }
 
 
 @pytest.mark.slow
 def test_two_cpu_processes_match_one(tmp_path, tiny_bert_dir):
     """torchrun starts 2 gloo processes (accelerate's own launcher needs MPI for several CPU
-    processes); each rank must log its share, proving the data-parallel path ran."""
+    processes); each rank must log its share, proving the data-parallel path ran.  Pairs
+    (loglikelihood) and texts (loglikelihood_rolling), the last one in windows."""
     write_pair_task(tmp_path, "pll_dp_pairs", SENTENCES)
+    write_rolling_task(tmp_path, "pll_dp_texts", TEXTS)
     single = run_eval([str(BIN / "lm_eval")], tmp_path, tiny_bert_dir, tmp_path / "one")
     double = run_eval(
         [str(BIN / "torchrun"), "--nproc_per_node", "2", "--master_addr", "127.0.0.1",
@@ -92,9 +102,10 @@ def test_two_cpu_processes_match_one(tmp_path, tiny_bert_dir):
     assert "Rank 0 scored" in double["log"] and "Rank 1 scored" in double["log"]
     assert "Rank 0 scored" not in single["log"]
     assert double["acc"] == single["acc"]
-    assert double["scores"].keys() == single["scores"].keys() == set(range(len(SENTENCES)))
-    for doc_id, scores in single["scores"].items():
-        assert double["scores"][doc_id] == scores  # same batches, so bit-for-bit
+    for task, count in (("pll_dp_pairs", len(SENTENCES)), ("pll_dp_texts", len(TEXTS))):
+        assert double["scores"][task].keys() == single["scores"][task].keys() == set(range(count))
+        # same batches, so bit for bit (lm-eval writes the floats in full)
+        assert double["scores"][task] == single["scores"][task]
 
 
 @pytest.mark.slow
