@@ -9,6 +9,9 @@ every process, so no coordinator is needed), scores its batches, and the results
 pooled again; each process then assembles the answers to its own requests.  Because every
 batch is the one a single process would have run (batches depend on the content of the
 requests, never on their order), the scores equal a single-process run's exactly.
+
+A process whose own step fails (tokenizing, scoring) still takes part in the exchange
+that follows, with its error in place of its share, so that every process stops with it.
 """
 
 from __future__ import annotations
@@ -93,6 +96,28 @@ class ProcessGroup:
         torch.distributed.barrier()
 
 
+class ProcessFailed(RuntimeError):
+    """Another process stopped with an error; raised on this one so that it stops too."""
+
+
+def share_failure(group: ProcessGroup, error: BaseException) -> None:
+    """This process's half of the exchange the others wait in, sent when its own step
+    failed: they stop with ``error``'s message (:func:`checked`) instead of waiting for
+    its share, until the backend's timeout (NCCL across nodes) or for ever.  The caller
+    then raises ``error`` itself."""
+    group.all_gather_object(
+        ProcessFailed(f"Process {group.rank} stopped: {type(error).__name__}: {error}")
+    )
+
+
+def checked(parts: list[Any]) -> list[Any]:
+    """The parts of an exchange, or the first failure one of them reports."""
+    for part in parts:
+        if isinstance(part, ProcessFailed):
+            raise part
+    return parts
+
+
 def launched_with_several_processes() -> bool:
     """True under ``accelerate launch``/``torchrun`` with more than one process."""
     return int(os.environ.get("WORLD_SIZE", "1")) > 1
@@ -105,7 +130,8 @@ def pool_target_scores(partial: TargetScores, group: ProcessGroup) -> TargetScor
     tensors, which keeps the exchange small on full BLiMP.
     """
     logprobs, greedy = partial.logprobs.clone(), partial.greedy.clone()
-    for other_logprobs, other_greedy in group.all_gather_object((partial.logprobs, partial.greedy)):
+    parts = checked(group.all_gather_object((partial.logprobs, partial.greedy)))
+    for other_logprobs, other_greedy in parts:
         done = ~torch.isnan(other_logprobs)
         logprobs[done] = other_logprobs[done]
         greedy[done] = other_greedy[done]
@@ -122,9 +148,13 @@ def score_shared(
     """Score this process's ``requests`` as its share of one run over every process's
     requests (see the module docstring); every process must call this together."""
     started = time.perf_counter()
-    keys, jobs = scorer.distinct_jobs(requests)
+    try:
+        keys, jobs = scorer.distinct_jobs(requests)
+    except Exception as error:
+        share_failure(group, error)
+        raise
     tokenized = time.perf_counter()
-    everyone: list[Encodings] = group.all_gather_object(jobs.encodings)
+    everyone: list[Encodings] = checked(group.all_gather_object(jobs.encodings))
     first_job = sum(len(part) for part in everyone[: group.rank])
     work = scorer.plan_work(Encodings.concatenate(everyone))
     costs = [work.cost(batch) for batch in work.batches]
@@ -137,7 +167,11 @@ def score_shared(
         unit="batch",
         disable=disable_tqdm or group.rank != 0,
     ) as bar:
-        partial = scorer.runner.run(work, mine, lambda _: bar.update())
+        try:
+            partial = scorer.runner.run(work, mine, lambda _: bar.update())
+        except Exception as error:
+            share_failure(group, error)
+            raise
     scored = time.perf_counter()
     scores = scorer.assemble(jobs, work, pool_target_scores(partial, group), first_job)
     logger.info(
@@ -163,5 +197,5 @@ def common_batching(batching: Batching, group: ProcessGroup) -> Batching:
     Every process must pack the pooled requests into the same batches, but a budget derived
     from free GPU memory can differ by a few tokens from one device to the next.
     """
-    budget = min(group.all_gather_object(batching.max_batch_tokens))
+    budget = min(checked(group.all_gather_object(batching.max_batch_tokens)))
     return Batching(budget, batching.batch_size)

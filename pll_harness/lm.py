@@ -22,6 +22,7 @@ from pll_harness.distributed import (
     common_batching,
     launched_with_several_processes,
     score_shared,
+    share_failure,
 )
 from pll_harness.loading import load_masked_lm, model_identity
 from pll_harness.metrics import DEFAULT_METRIC, check_metric
@@ -194,32 +195,39 @@ class PLLMaskedLM(LM):
                     "Process %d uses %s (one device per process).", self.rank, self._group.device
                 )
             device = str(self._group.device)
-        self.token_log = self._open_token_log(token_log, token_log_mode)
-        if isinstance(pretrained, str):
-            loaded = load_masked_lm(
-                pretrained,
-                tokenizer=tokenizer,
-                revision=revision,
-                trust_remote_code=_as_bool("trust_remote_code", trust_remote_code),
-                dtype=dtype,
-                attn_implementation=attn_implementation,
+        # A process that fails here (its own token log, its device) tells the others,
+        # which would otherwise wait for it in common_batching.
+        try:
+            self.token_log = self._open_token_log(token_log, token_log_mode)
+            if isinstance(pretrained, str):
+                loaded = load_masked_lm(
+                    pretrained,
+                    tokenizer=tokenizer,
+                    revision=revision,
+                    trust_remote_code=_as_bool("trust_remote_code", trust_remote_code),
+                    dtype=dtype,
+                    attn_implementation=attn_implementation,
+                    device=device,
+                    device_map="auto" if parallelize else None,
+                )
+                model, tok, device = loaded.model, loaded.tokenizer, loaded.device
+            else:
+                if tokenizer is None or isinstance(tokenizer, str):
+                    raise ValueError("Pass the tokenizer object along with a loaded model.")
+                model, tok = pretrained, tokenizer
+            self.scorer = PLLScorer(
+                model,
+                tok,
+                pll_metric=pll_metric,
                 device=device,
-                device_map="auto" if parallelize else None,
+                max_batch_tokens=_as_optional_int("max_batch_tokens", max_batch_tokens),
+                batch_size=cap,
+                max_length=_as_optional_int("max_length", max_length),
             )
-            model, tok, device = loaded.model, loaded.tokenizer, loaded.device
-        else:
-            if tokenizer is None or isinstance(tokenizer, str):
-                raise ValueError("Pass the tokenizer object along with a loaded model.")
-            model, tok = pretrained, tokenizer
-        self.scorer = PLLScorer(
-            model,
-            tok,
-            pll_metric=pll_metric,
-            device=device,
-            max_batch_tokens=_as_optional_int("max_batch_tokens", max_batch_tokens),
-            batch_size=cap,
-            max_length=_as_optional_int("max_length", max_length),
-        )
+        except Exception as error:
+            if self._group is not None:
+                share_failure(self._group, error)
+            raise
         if self._group is not None:
             self.scorer.batching = common_batching(self.scorer.batching, self._group)
         self._device = self.scorer.device

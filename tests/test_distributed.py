@@ -13,8 +13,16 @@ import pytest
 from conftest import GatheredGroup
 from lm_eval_runs import BIN, run_checked, write_pair_task, write_rolling_task
 
-from pll_harness.distributed import balance_by_cost, common_batching
+from pll_harness.distributed import (
+    ProcessFailed,
+    balance_by_cost,
+    checked,
+    common_batching,
+    score_shared,
+)
+from pll_harness.lm import PLLMaskedLM
 from pll_harness.planning import Batching
+from pll_harness.scorer import PLLScorer
 
 
 def test_balance_by_cost_evens_out_the_parts():
@@ -150,3 +158,67 @@ def test_processes_agree_on_the_smallest_token_budget():
     still build the same batches."""
     agreed = common_batching(Batching(9000, 8), GatheredGroup([9000, 8912, 9104]))
     assert agreed == Batching(8912, 8)
+
+
+# ------------------------------------------------- a failure on one process stops them all
+
+
+class SecondOfTwo:
+    """Rank 1 of 2, whose exchanges answer with its own part twice (rank 0's, then its
+    own), except that rank 0 sends ``failure`` at exchange ``failing_at``; it records what
+    this process sent."""
+
+    rank, world_size, device = 1, 2, "cpu"
+
+    def __init__(self, failing_at: int = -1, failure: ProcessFailed | None = None) -> None:
+        self.failing_at, self.failure = failing_at, failure
+        self.sent: list = []
+
+    def all_gather_object(self, obj):
+        self.sent.append(obj)
+        return [self.failure if len(self.sent) - 1 == self.failing_at else obj, obj]
+
+
+def fail(*_args, **_kwargs):
+    raise ValueError("no such text")
+
+
+@pytest.mark.parametrize("step", ["distinct_jobs", "runner.run"])
+def test_a_process_whose_step_fails_tells_the_others(tiny_bert_dir, monkeypatch, step):
+    """Tokenizing and scoring run on each process alone; one that fails there must still
+    join the exchange the others wait in, with its error, or they wait for ever (NCCL
+    across nodes: until its timeout)."""
+    scorer = PLLScorer.from_pretrained(tiny_bert_dir, device="cpu")
+    owner, _, name = step.rpartition(".")
+    monkeypatch.setattr(scorer.runner if owner else scorer, name, fail)
+    group = SecondOfTwo()
+    with pytest.raises(ValueError, match="no such text"):
+        score_shared(scorer, [("", "A cat sat.")], group)
+    assert isinstance(group.sent[-1], ProcessFailed)
+    assert str(group.sent[-1]) == "Process 1 stopped: ValueError: no such text"
+
+
+@pytest.mark.parametrize("exchange", [0, 1])
+def test_a_failure_on_another_process_stops_this_one(tiny_bert_dir, exchange):
+    """Rank 0 reports a failure at the first exchange (tokens) or the second (scores)."""
+    scorer = PLLScorer.from_pretrained(tiny_bert_dir, device="cpu")
+    failure = ProcessFailed("Process 0 stopped: ValueError: no such text")
+    group = SecondOfTwo(exchange, failure)
+    with pytest.raises(ProcessFailed, match="Process 0 stopped: ValueError: no such text"):
+        score_shared(scorer, [("", "A cat sat.")], group)
+    assert len(group.sent) == exchange + 1
+    with pytest.raises(ProcessFailed):
+        checked([9000, failure])
+
+
+def test_a_process_that_fails_to_start_tells_the_others(tiny_bert_dir, tmp_path, monkeypatch):
+    """Its token log refused (an earlier run's records in its own file), rank 1 stops; rank
+    0 must not wait for it in the token budget's exchange."""
+    group = SecondOfTwo()
+    monkeypatch.setenv("WORLD_SIZE", "2")
+    monkeypatch.setattr("pll_harness.lm.ProcessGroup", lambda: group)
+    (tmp_path / "tokens.rank1.jsonl").write_text('{"text": "earlier"}\n')
+    with pytest.raises(ValueError, match="already holds records"):
+        PLLMaskedLM(pretrained=tiny_bert_dir, token_log=str(tmp_path / "tokens.jsonl"))
+    (sent,) = group.sent
+    assert isinstance(sent, ProcessFailed) and "already holds records" in str(sent)
