@@ -291,8 +291,11 @@ class PLLMaskedLM(LM):
         Its answers are keyed by request alone, so the database records the settings that
         scored them (:data:`CACHE_SETTINGS_KEY`) and a run with other settings, or a
         database that another model filled, is refused rather than answered with foreign
-        numbers.  A token log cannot be complete when cached requests skip the model, so
-        the two are refused together too."""
+        numbers.  The record is written with the first answers (:meth:`_record_settings`):
+        a database that holds none, as a process leaves it whose run stopped before it
+        scored (another process refused its own database, say), takes any settings.  A
+        token log cannot be complete when cached requests skip the model, so the two are
+        refused together too."""
         super().set_cache_hook(cache_hook)
         database = getattr(cache_hook, "dbdict", None)
         if database is None:
@@ -306,10 +309,7 @@ class PLLMaskedLM(LM):
             )
         ours = self._scoring_settings()
         theirs = database.get(CACHE_SETTINGS_KEY)
-        if theirs is None and len(database) == 0:
-            database[CACHE_SETTINGS_KEY] = ours
-            return
-        if theirs == ours:
+        if theirs == ours or (theirs is None and len(database) == 0):
             return
         if theirs is None:
             found = "answers without a record of their settings (another model's?)"
@@ -322,6 +322,13 @@ class PLLMaskedLM(LM):
             f"{where} holds {found}; lm-eval would answer this run's requests with them. "
             "Give each model and pll_metric/dtype its own --use_cache path."
         )
+
+    def _record_settings(self) -> None:
+        """Record this run's settings in the ``--use_cache`` database before its first
+        answers go there (see :meth:`set_cache_hook`)."""
+        database = self.cache_hook.dbdict
+        if CACHE_SETTINGS_KEY not in database:
+            database[CACHE_SETTINGS_KEY] = self._scoring_settings()
 
     def _scoring_settings(self) -> dict[str, Any]:
         """What a cached answer depends on beyond its request (batch sizes change float
@@ -418,6 +425,8 @@ class PLLMaskedLM(LM):
             scores = []
             # Under --use_cache every process scores its share here: rank 0's bar only.
             bar_off = disable_tqdm or self.rank != 0
+            if self._uses_cache():
+                self._record_settings()
             with tqdm(total=len(pairs), desc=description, disable=bar_off) as bar:
                 for start, stop in self._cache_chunks(pairs):
                     chunk = self.scorer.score_requests(pairs[start:stop], progress=bar.update)

@@ -378,9 +378,22 @@ def test_a_cache_knows_a_folder_however_it_is_written(tiny_bert_dir, tmp_path, m
     import os
 
     cache = tmp_path / "cache_rank0.db"
-    caching(PLLMaskedLM(pretrained=os.path.abspath(tiny_bert_dir) + "/", device="cpu"), cache)
+    lm = PLLMaskedLM(pretrained=os.path.abspath(tiny_bert_dir) + "/", device="cpu")
+    caching(lm, cache).loglikelihood([instance("loglikelihood", ("", "A cat sat."))])
     monkeypatch.chdir(os.path.dirname(os.path.abspath(tiny_bert_dir)))
     caching(PLLMaskedLM(pretrained=os.path.basename(tiny_bert_dir), device="cpu"), cache)
+
+
+def test_a_cache_that_answered_nothing_takes_any_settings(tiny_bert_dir, tmp_path):
+    """With several processes each has a database of its own; one whose run stopped before
+    it scored anything (another process refused its own database, say) holds no answers,
+    so it must not refuse the next run for settings that scored none."""
+    cache = tmp_path / "cache_rank1.db"
+    caching(PLLMaskedLM(pretrained=tiny_bert_dir, device="cpu", pll_metric="original"), cache)
+    word = caching(PLLMaskedLM(pretrained=tiny_bert_dir, device="cpu"), cache)
+    word.loglikelihood([instance("loglikelihood", ("", "A cat sat."))])
+    with pytest.raises(ValueError, match=re.escape("pll_metric=word_l2r (this run: original)")):
+        caching(PLLMaskedLM(pretrained=tiny_bert_dir, device="cpu", pll_metric="original"), cache)
 
 
 def test_a_cache_of_another_model_or_with_a_token_log_is_refused(tiny_bert_dir, tmp_path):
