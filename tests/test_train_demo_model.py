@@ -144,10 +144,13 @@ def without(argv: list[str], *flags: str) -> list[str]:
 
 
 def test_fit_minutes_trains_the_model_of_the_steps_it_chose(train, data, tmp_path, monkeypatch):
-    """The real probe runs (on its copy); the speed it reports is replaced by 1 s a step, so
-    that the steps depend on the clock only through the run's start-up (under 60 s)."""
+    """The real probe runs (on its copy, for 3 steps); the speed it reports is replaced by
+    3 s a step, so that the steps depend on the clock only through the run's start-up
+    (under 45 s), and stay few enough to train twice in seconds."""
     probe = train.probe_speed
-    monkeypatch.setattr(train, "probe_speed", lambda *a: (probe(*a), (1.0, 0.0))[1])
+    monkeypatch.setattr(train, "PROBE_WARMUP", 1)
+    monkeypatch.setattr(train, "PROBE_STEPS", 2)
+    monkeypatch.setattr(train, "probe_speed", lambda *a: (probe(*a), (3.0, 0.0))[1])
     base = [*without(TINY, "--steps", "--eval-every"), "--eval-every", "50"]
     fit = tmp_path / "fit"
     argv = ["--data", str(data), "--work", str(fit), "--out", str(fit / "o"), *base]
@@ -155,7 +158,7 @@ def test_fit_minutes_trains_the_model_of_the_steps_it_chose(train, data, tmp_pat
     assert train.main([*argv, "--run-steps", "5"]) == train.EXIT_RESUMABLE
     assert train.main(argv) == 0  # the resumed run keeps the first run's steps
     steps = json.loads((fit / "train_meta.json").read_text())["steps"]
-    assert 9 < steps <= 0.9 * 60  # (1 - PROBE_MARGIN) x 60 s at 1 s a step, less start-up
+    assert 3 < steps <= 0.9 * 60 / 3  # (1 - PROBE_MARGIN) x 60 s at 3 s a step, less start-up
     fixed = tmp_path / "fixed"
     argv = ["--data", str(data), "--work", str(fixed), "--out", str(fixed / "o"), *base]
     assert train.main([*argv, "--steps", str(steps)]) == 0
