@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
-# The whole GPU measurement in one command (issue 12): run it on a CUDA machine from the
-# repository root, after `bash bench/gpu_wheels.sh` has put the wheels it installs in .whl
-# (the device tool's machines have no network: carry .whl).
+# The whole GPU measurement (issue 12): run it on a CUDA machine from the repository root,
+# after `bash bench/gpu_wheels.sh` has put the wheels it installs in .whl (the device tool's
+# machines have no network: carry .whl). bench/README.md gives the device calls to make.
 #
-#   bash bench/gpu.sh [sample|all|lm_eval|bf16|everything]    # default: everything
+#   bash bench/gpu.sh [STEP ...]      # STEP: sample, all, lm_eval, bf16 or everything (default)
 #
 #   sample   ours vs minicons on 2,000 seeded BLiMP sentences, fp32 and bf16, word_l2r
 #   all      all 134,000 BLiMP sentences through PLLScorer.score, bf16, SDPA then eager
@@ -12,79 +12,198 @@
 #            goes (bench/lm_eval_phases.py, which runs lm-eval's command line in-process)
 #   bf16     bf16 against fp32 on all BLiMP pairs with the packaged pll-demo (decision flips)
 #
-# Model: a random-weight bert-base architecture (bench/pll_bench.py --arch bert-base), or
-# ../shared/models/bert-base-cased when present. Results (tables, JSON, logs) go to $OUT
-# when set (the device tool's folder), else bench/results/gpu-<date>/.
+# A step that fails does not stop the next ones; the exit status is 1 if any failed. All
+# steps together stop after BUDGET_S seconds (default 540, inside the device tool's 10
+# minutes), and what was measured by then is kept.
 #
-# On a machine that already has both environments, PLL_PYTHON and MINICONS_PYTHON name
-# their interpreters and nothing is installed; DEVICE=cpu N=50 makes a quick dry run.
+# Model: a random-weight bert-base architecture (bench/pll_bench.py --arch bert-base), or
+# ../shared/models/bert-base-cased when present. Results (tables, JSON, logs) go to
+# bench/results/gpu-<date>/; when $OUT is set (the device tool's folder, which returns at
+# most 8 files) they go into $OUT/gpu-results.tar.gz instead, rewritten after each step,
+# with $OUT/summary.md (machine, install time, each step's status and tables) beside it.
+#
+# The environments are made in $ENVS (default /tmp) unless PLL_PYTHON and MINICONS_PYTHON
+# name interpreters that already have what they need. Smaller runs, for a dry run on a CPU
+# (bench/gpu_dry_run.sh): DEVICE=cpu, N (sample size), ALL_N (a sample of that many
+# sentences instead of all of BLiMP), PAIRS (bf16 pairs per paradigm, default 1000) and
+# LIMIT (lm-eval's --limit, documents per task).
 set -euo pipefail
 cd "$(dirname "$0")/.."
-STEP="${1:-everything}"
-case $STEP in sample | all | lm_eval | bf16 | everything) ;; *)
-    echo "usage: bash bench/gpu.sh [sample|all|lm_eval|bf16|everything]" >&2
-    exit 2
-    ;;
-esac
-RESULTS="${OUT:-bench/results/gpu-$(date -u +%F)}"
+STEPS=("${@:-everything}")
+for step in "${STEPS[@]}"; do
+    case $step in
+    sample | all | lm_eval | bf16) ;;
+    everything) STEPS=(sample all lm_eval bf16) ;;
+    *)
+        echo "usage: bash bench/gpu.sh [sample|all|lm_eval|bf16|everything ...]" >&2
+        exit 2
+        ;;
+    esac
+done
+DEADLINE=$((SECONDS + ${BUDGET_S:-540}))
 WHEELS="${WHEELS:-.whl}"
-mkdir -p "$RESULTS"
-export PLL_BENCH_CACHE="${PLL_BENCH_CACHE:-/tmp/pll-bench-cache}" PYTHONUNBUFFERED=1
-
+ENVS="${ENVS:-/tmp}"
 DEVICE="${DEVICE:-cuda}"
 N="${N:-2000}"
+PAIRS="${PAIRS:-1000}"
+export PLL_BENCH_CACHE="${PLL_BENCH_CACHE:-/tmp/pll-bench-cache}" PYTHONUNBUFFERED=1
+# The device has no network: never wait for the Hub.
+export HF_HUB_OFFLINE="${HF_HUB_OFFLINE:-1}" HF_DATASETS_OFFLINE="${HF_DATASETS_OFFLINE:-1}"
+if [[ -n ${OUT:-} ]]; then
+    RESULTS="$(mktemp -d)/gpu-$(date -u +%F)"
+else
+    RESULTS="bench/results/gpu-$(date -u +%F)"
+fi
+mkdir -p "$RESULTS"
+SUMMARY="$RESULTS/summary.md"
+echo "# bench/gpu.sh ${STEPS[*]}" >"$SUMMARY"
 
-# Two environments on top of the machine's torch: ours (lm-eval, transformers 5) and
-# minicons' (transformers<5).
-if [[ -z ${PLL_PYTHON:-} ]]; then
-    if [[ ! -x /tmp/pll-venv/bin/python ]]; then
-        python3 -m venv --system-site-packages /tmp/pll-venv
-        /tmp/pll-venv/bin/pip install -q --no-index --no-deps "$WHEELS"/pll/*.whl
-        /tmp/pll-venv/bin/pip install -q --no-index --no-deps --no-build-isolation .
+# Writes what is there so far into $OUT: one archive and the summary (the device tool
+# returns at most 8 files, none deeper than two folders).
+pack() {
+    [[ -n ${OUT:-} ]] || return 0
+    mkdir -p "$OUT"
+    tar -czf "$OUT/gpu-results.tar.gz" -C "$(dirname "$RESULTS")" "$(basename "$RESULTS")"
+    cp "$SUMMARY" "$OUT/summary.md"
+}
+trap pack EXIT
+
+# make_env VENV WHEEL...: a venv with the wheels, and after them the packages of the
+# machine's python3 (torch). Not `venv --system-site-packages`: the device's python3 is
+# itself a venv, and a venv made from one sees its base python's packages, not the venv's.
+make_env() {
+    local venv=$1
+    shift
+    rm -rf "$venv"
+    python3 -m venv --without-pip "$venv"
+    local machine_sites own_site
+    machine_sites=$(python3 -c 'import site; print(site.getsitepackages())')
+    own_site=$("$venv/bin/python" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')
+    echo "import site; list(map(site.addsitedir, $machine_sites))" >"$own_site/zz_machine.pth"
+    "$venv/bin/python" -m pip install -q --no-index --no-deps --ignore-installed "$@"
+}
+
+# Both environments, unless PLL_PYTHON and MINICONS_PYTHON name them.
+install() {
+    if [[ -z ${PLL_PYTHON:-} || -z ${MINICONS_PYTHON:-} ]] &&
+        ! compgen -G "$WHEELS/pll/*.whl" >/dev/null; then
+        echo "no wheels in $WHEELS/pll: run bash bench/gpu_wheels.sh (with PyPI), carry .whl"
+        return 1
     fi
-    PLL_PYTHON=/tmp/pll-venv/bin/python
-fi
-if [[ -z ${MINICONS_PYTHON:-} ]]; then
-    if [[ ! -x /tmp/minicons-venv/bin/python ]]; then
-        python3 -m venv --system-site-packages /tmp/minicons-venv
-        /tmp/minicons-venv/bin/pip install -q --no-index --no-deps "$WHEELS"/minicons/*.whl
+    if [[ -z ${PLL_PYTHON:-} && ! -f $ENVS/pll-venv/ready ]]; then
+        make_env "$ENVS/pll-venv" "$WHEELS"/pll/*.whl
+        "$ENVS/pll-venv/bin/python" -m pip install -q --no-index --no-deps --no-build-isolation .
+        touch "$ENVS/pll-venv/ready"
     fi
-    MINICONS_PYTHON=/tmp/minicons-venv/bin/python
+    if [[ -z ${MINICONS_PYTHON:-} && ! -f $ENVS/minicons-venv/ready ]]; then
+        make_env "$ENVS/minicons-venv" "$WHEELS"/minicons/*.whl
+        touch "$ENVS/minicons-venv/ready"
+    fi
+}
+
+start=$SECONDS
+if ! install 2>&1 | tee "$RESULTS/install.log"; then
+    {
+        echo "## install: FAILED"
+        echo
+        tail -n 20 "$RESULTS/install.log"
+    } >>"$SUMMARY"
+    exit 1
 fi
-PY=$PLL_PYTHON
+PY=${PLL_PYTHON:-$ENVS/pll-venv/bin/python}
+MINICONS_PYTHON=${MINICONS_PYTHON:-$ENVS/minicons-venv/bin/python}
 {
-    nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv || true
-    $PY -c "import torch, transformers; print('torch', torch.__version__, 'transformers', transformers.__version__)"
-} | tee "$RESULTS/machine.txt"
+    nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv 2>/dev/null ||
+        echo "no nvidia-smi"
+    "$PY" -c "import importlib.metadata as m, torch
+print(*(f'{p} {m.version(p)}' for p in ('torch', 'transformers', 'lm_eval', 'datasets')))
+print('CUDA available:', torch.cuda.is_available())"
+    echo "environments ready in $((SECONDS - start)) s"
+} 2>&1 | tee "$RESULTS/machine.txt"
+{
+    echo '```'
+    cat "$RESULTS/machine.txt"
+    echo '```'
+} >>"$SUMMARY"
 
-if [[ $STEP == sample || $STEP == everything ]]; then
-    $PY bench/pll_bench.py --device "$DEVICE" --n "$N" --metrics word_l2r \
+# run LOG COMMAND...: the command under what is left of the budget, its output to the
+# screen and to $RESULTS/LOG.
+run() {
+    local log=$1 left=$((DEADLINE - SECONDS))
+    shift
+    ((left > 0)) || { echo "no time left for $log" | tee -a "$RESULTS/$log" && return 1; }
+    timeout --kill-after=10 "$left" "$@" 2>&1 | tee -a "$RESULTS/$log" || {
+        local status=$?
+        ((status != 124 && status != 137)) ||
+            echo "stopped: BUDGET_S ran out" | tee -a "$RESULTS/$log"
+        return "$status"
+    }
+}
+
+sample() {
+    run sample.log "$PY" bench/pll_bench.py --device "$DEVICE" --n "$N" --metrics word_l2r \
         --dtypes float32 bfloat16 --profile-gpu --minicons-python "$MINICONS_PYTHON" \
-        --minicons-batch 100 \
-        --out-dir "$RESULTS" --tag sample 2>&1 | tee "$RESULTS/sample.log"
-fi
-if [[ $STEP == all || $STEP == everything ]]; then
+        --minicons-batch 100 --out-dir "$RESULTS" --tag sample
+}
+
+all() {
+    local size=(--all) attention failed=0
+    [[ -z ${ALL_N:-} ]] || size=(--n "$ALL_N")
     for attention in sdpa eager; do
-        $PY bench/pll_bench.py --device "$DEVICE" --all --metrics word_l2r --dtypes bfloat16 \
-            --profile-gpu --no-minicons --long-tokens 0 --attn-implementation "$attention" \
-            --out-dir "$RESULTS" --tag "all-$attention" 2>&1 | tee "$RESULTS/all-$attention.log"
+        run "all-$attention.log" "$PY" bench/pll_bench.py --device "$DEVICE" "${size[@]}" \
+            --metrics word_l2r --dtypes bfloat16 --profile-gpu --no-minicons --long-tokens 0 \
+            --attn-implementation "$attention" --out-dir "$RESULTS" --tag "all-$attention" ||
+            failed=1
     done
-fi
-if [[ $STEP == lm_eval || $STEP == everything ]]; then
-    model=$($PY -c "
-import sys; sys.argv = ['x']; sys.path.insert(0, 'bench')
+    return "$failed"
+}
+
+lm_eval() {
+    local model limit=() begin
+    model=$("$PY" -c "
+import sys; sys.path.insert(0, 'bench')
 import pll_bench
-print(pll_bench.resolve_model(pll_bench.parse_args([]))[0])")
-    start=$(date +%s.%N)
-    $PY bench/lm_eval_phases.py --phases-out "$RESULTS/lm_eval-phases.md" --model pll-mlm \
-        --model_args "pretrained=$model,pll_metric=word_l2r,dtype=bfloat16" --tasks blimp_pll \
-        --device "$DEVICE" --batch_size auto --output_path "$RESULTS/lm_eval" 2>&1 |
-        tee "$RESULTS/lm_eval.log"
-    end=$(date +%s.%N)
-    $PY -c "print(f'lm_eval blimp_pll end to end: {$end - $start:.1f} s')" |
-        tee -a "$RESULTS/lm_eval.log"
-fi
-if [[ $STEP == bf16 || $STEP == everything ]]; then
-    $PY bench/bf16_vs_fp32.py --device "$DEVICE" --pairs-per-paradigm 1000 --out-dir "$RESULTS" \
-        2>&1 | tee "$RESULTS/bf16.log"
-fi
+print(pll_bench.resolve_model(pll_bench.parse_args([]))[0])") || return 1
+    [[ -z ${LIMIT:-} ]] || limit=(--limit "$LIMIT")
+    begin=$SECONDS
+    run lm_eval.log "$PY" bench/lm_eval_phases.py --phases-out "$RESULTS/lm_eval-phases.md" \
+        --model pll-mlm --model_args "pretrained=$model,pll_metric=word_l2r,dtype=bfloat16" \
+        --tasks blimp_pll --device "$DEVICE" --batch_size auto "${limit[@]}" \
+        --output_path "$RESULTS/lm_eval" || return 1
+    echo "lm_eval blimp_pll end to end: $((SECONDS - begin)) s" | tee -a "$RESULTS/lm_eval.log"
+}
+
+bf16() {
+    run bf16.log "$PY" bench/bf16_vs_fp32.py --device "$DEVICE" --pairs-per-paradigm "$PAIRS" \
+        --out-dir "$RESULTS"
+}
+
+# The markdown tables a step wrote, for the summary.
+tables() {
+    case $1 in
+    sample) ls "$RESULTS"/*-sample.md ;;
+    all) ls "$RESULTS"/*-all-sdpa.md "$RESULTS"/*-all-eager.md ;;
+    lm_eval) ls "$RESULTS"/lm_eval-phases.md ;;
+    bf16) ls "$RESULTS"/bf16-vs-fp32-*.md ;;
+    esac 2>/dev/null || true
+}
+
+failed=0
+pack
+for step in "${STEPS[@]}"; do
+    begin=$SECONDS
+    if "$step"; then status=ok; else status=FAILED failed=1; fi
+    {
+        echo
+        echo "## $step: $status, $((SECONDS - begin)) s"
+        echo
+        for table in $(tables "$step"); do
+            cat "$table"
+            echo
+        done
+        [[ $step != lm_eval ]] || grep -h "end to end" "$RESULTS/lm_eval.log" || true
+        [[ $status == ok ]] || tail -n 20 "$RESULTS/$step"*.log || true
+    } >>"$SUMMARY"
+    pack
+done
+exit "$failed"
