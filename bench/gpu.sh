@@ -116,7 +116,8 @@ MINICONS_PYTHON=${MINICONS_PYTHON:-$ENVS/minicons-venv/bin/python}
     nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv 2>/dev/null ||
         echo "no nvidia-smi"
     "$PY" -c "import importlib.metadata as m, torch
-print(*(f'{p} {m.version(p)}' for p in ('torch', 'transformers', 'lm_eval', 'datasets')))
+names = 'torch transformers tokenizers huggingface_hub lm_eval datasets pyarrow fsspec'
+print(*(f'{p} {m.version(p)}' for p in names.split()))
 print('CUDA available:', torch.cuda.is_available())"
     echo "environments ready in $((SECONDS - start)) s"
 } 2>&1 | tee "$RESULTS/machine.txt"

@@ -60,7 +60,7 @@ for call in "$@"; do
     begin=$SECONDS
     # shellcheck disable=SC2086  # a call is several steps
     if (cd "$COPY" && PATH="$STANDIN/bin:$PATH" OUT="$WORK/out" ENVS="$WORK/envs" \
-        PLL_BENCH_CACHE="$WORK/cache" DEVICE=cpu N=50 ALL_N=200 LIMIT=2 PAIRS=2 \
+        TMPDIR="$WORK" PLL_BENCH_CACHE="$WORK/cache" DEVICE=cpu N=50 ALL_N=200 LIMIT=2 PAIRS=2 \
         bash bench/gpu.sh $call >"$WORK/log" 2>&1) && check_out "$WORK/out"; then
         echo "ok, $((SECONDS - begin)) s"
     else
