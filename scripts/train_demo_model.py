@@ -387,7 +387,13 @@ def probe_speed(model, data, tok, device, amp: bool, args) -> tuple[float, float
     """Seconds per training step (``PROBE_STEPS`` timed after ``PROBE_WARMUP`` untimed ones)
     and per held-out evaluation, measured on a copy of the model with its own optimiser and
     random generator, thrown away after: the training then starts from the untouched model and
-    random state, so a run given the resulting ``--steps`` trains bitwise the same model."""
+    random state, so a run given the resulting ``--steps`` trains bitwise the same model.
+    Dropout draws from the global generators, which are therefore restored after the probe."""
+    with torch.random.fork_rng(devices=[device] if device.type == "cuda" else []):
+        return _probe_speed(model, data, tok, device, amp, args)
+
+
+def _probe_speed(model, data, tok, device, amp: bool, args) -> tuple[float, float]:
     probe = copy.deepcopy(model)
     opt = make_optimizer(probe, args, device)
     gen = torch.Generator().manual_seed(args.seed + 2)

@@ -143,15 +143,19 @@ def without(argv: list[str], *flags: str) -> list[str]:
     return [a for i, a in enumerate(argv) if i not in drop]
 
 
-def test_fit_minutes_trains_the_model_of_the_steps_it_chose(train, data, tmp_path, monkeypatch):
+@pytest.mark.parametrize("dropout", ["0.0", "0.1"])
+def test_fit_minutes_trains_the_model_of_the_steps_it_chose(
+    train, data, tmp_path, monkeypatch, dropout
+):
     """The real probe runs (on its copy, for 3 steps); the speed it reports is replaced by
     3 s a step, so that the steps depend on the clock only through the run's start-up
-    (under 45 s), and stay few enough to train twice in seconds."""
+    (under 45 s), and stay few enough to train twice in seconds.  With dropout, the probe's
+    steps draw from the global random generator, which the training must find untouched."""
     probe = train.probe_speed
     monkeypatch.setattr(train, "PROBE_WARMUP", 1)
     monkeypatch.setattr(train, "PROBE_STEPS", 2)
     monkeypatch.setattr(train, "probe_speed", lambda *a: (probe(*a), (3.0, 0.0))[1])
-    base = [*without(TINY, "--steps", "--eval-every"), "--eval-every", "50"]
+    base = [*without(TINY, "--steps", "--eval-every"), "--eval-every", "50", "--dropout", dropout]
     fit = tmp_path / "fit"
     argv = ["--data", str(data), "--work", str(fit), "--out", str(fit / "o"), *base]
     argv += ["--fit-minutes", "1", "--fit-reserve", "0"]
