@@ -252,3 +252,30 @@ def test_jsonl_fields_are_in_the_order_of_the_columns(tmp_path):
     finally:
         record_file.close()
     assert list(json.loads(path.read_text())) == [*columns, "tokens"]
+
+
+def test_a_file_removed_after_a_failed_start_is_never_handed_to_another_run(tmp_path, monkeypatch):
+    """``start_all`` removes the file it created while it still holds the lock: a run that
+    opened it between the lock's release and its removal would write to a file that no
+    longer has a name, and lose every record."""
+    ours, theirs = tmp_path / "ours.csv", tmp_path / "theirs.csv"
+    mine = [RecordFile(path, "csv", COLUMNS, ("id",)) for path in (ours, theirs)]
+    other = RecordFile(theirs, "csv", COLUMNS, ("id",))
+    close, late = RecordFile.close, []
+
+    def close_then_open_again(record_file):
+        close(record_file)
+        if record_file.path == ours and not late:
+            late.append(RecordFile(ours, "csv", COLUMNS, ("id",)))
+
+    monkeypatch.setattr(RecordFile, "close", close_then_open_again)
+    try:
+        other.start()
+        with pytest.raises(ValueError, match="was created by another run while this one started"):
+            start_all(mine)
+        late[0].start()
+        late[0].append(ROWS)
+    finally:
+        for record_file in (*mine, other, *late):
+            close(record_file)
+    assert reopen(ours, "csv") == ROWS

@@ -164,10 +164,11 @@ class RecordFile:
     def remove_if_created(self) -> None:
         """Close the file, and delete it if :meth:`start` created it: for a run that fails
         after starting this file but before writing any record (another of its files could
-        not start)."""
-        self.close()
+        not start).  The file goes before the lock does: another run that opened it in
+        between would lock a file with no name and write its records into nothing."""
         if self._created:
             self.path.unlink(missing_ok=True)
+        self.close()
 
     def _check_fixed(self) -> None:
         """Every record must hold this run's value of each ``fixed`` field (the model that
