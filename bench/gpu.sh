@@ -72,18 +72,21 @@ trap pack EXIT
 # machine's python3 (torch). Not `venv --system-site-packages`: the device's python3 is
 # itself a venv, and a venv made from one sees its base python's packages, not the venv's.
 make_env() {
-    local venv=$1
+    local venv=$1 machine_sites own_site
     shift
-    rm -rf "$venv"
-    python3 -m venv --without-pip "$venv"
-    local machine_sites own_site
-    machine_sites=$(python3 -c 'import site; print(site.getsitepackages())')
-    own_site=$("$venv/bin/python" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')
-    echo "import site; list(map(site.addsitedir, $machine_sites))" >"$own_site/zz_machine.pth"
-    "$venv/bin/python" -m pip install -q --no-index --no-deps --ignore-installed "$@"
+    rm -rf "$venv" &&
+        python3 -m venv --without-pip "$venv" &&
+        machine_sites=$(python3 -c 'import site; print(site.getsitepackages())') &&
+        own_site=$("$venv/bin/python" -c \
+            'import sysconfig; print(sysconfig.get_paths()["purelib"])') &&
+        echo "import site; list(map(site.addsitedir, $machine_sites))" \
+            >"$own_site/zz_machine.pth" &&
+        "$venv/bin/python" -m pip install -q --no-index --no-deps --ignore-installed "$@"
 }
 
-# Both environments, unless PLL_PYTHON and MINICONS_PYTHON name them.
+# Both environments, unless PLL_PYTHON and MINICONS_PYTHON name them. It runs as an `if`
+# condition, where set -e does not act, so each step is chained: a failed one must not
+# mark its environment ready.
 install() {
     if [[ -z ${PLL_PYTHON:-} || -z ${MINICONS_PYTHON:-} ]] &&
         ! compgen -G "$WHEELS/pll/*.whl" >/dev/null; then
@@ -91,13 +94,14 @@ install() {
         return 1
     fi
     if [[ -z ${PLL_PYTHON:-} && ! -f $ENVS/pll-venv/ready ]]; then
-        make_env "$ENVS/pll-venv" "$WHEELS"/pll/*.whl
-        "$ENVS/pll-venv/bin/python" -m pip install -q --no-index --no-deps --no-build-isolation .
-        touch "$ENVS/pll-venv/ready"
+        make_env "$ENVS/pll-venv" "$WHEELS"/pll/*.whl &&
+            "$ENVS/pll-venv/bin/python" -m pip install -q --no-index --no-deps \
+                --no-build-isolation . &&
+            touch "$ENVS/pll-venv/ready" || return 1
     fi
     if [[ -z ${MINICONS_PYTHON:-} && ! -f $ENVS/minicons-venv/ready ]]; then
-        make_env "$ENVS/minicons-venv" "$WHEELS"/minicons/*.whl
-        touch "$ENVS/minicons-venv/ready"
+        make_env "$ENVS/minicons-venv" "$WHEELS"/minicons/*.whl &&
+            touch "$ENVS/minicons-venv/ready" || return 1
     fi
 }
 
