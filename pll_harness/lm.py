@@ -325,7 +325,8 @@ class PLLMaskedLM(LM):
 
     def _record_settings(self) -> None:
         """Record this run's settings in the ``--use_cache`` database before its first
-        answers go there (see :meth:`set_cache_hook`)."""
+        answers go there, and not before: a run that stops in its first chunk leaves the
+        database empty (see :meth:`set_cache_hook`)."""
         database = self.cache_hook.dbdict
         if CACHE_SETTINGS_KEY not in database:
             database[CACHE_SETTINGS_KEY] = self._scoring_settings()
@@ -425,11 +426,11 @@ class PLLMaskedLM(LM):
             scores = []
             # Under --use_cache every process scores its share here: rank 0's bar only.
             bar_off = disable_tqdm or self.rank != 0
-            if self._uses_cache():
-                self._record_settings()
             with tqdm(total=len(pairs), desc=description, disable=bar_off) as bar:
                 for start, stop in self._cache_chunks(pairs):
                     chunk = self.scorer.score_requests(pairs[start:stop], progress=bar.update)
+                    if self._uses_cache():
+                        self._record_settings()
                     for request, score in zip(requests[start:stop], chunk, strict=True):
                         self.cache_hook.add_partial(kind, request.args, _answer(kind, score))
                     scores += chunk

@@ -396,6 +396,17 @@ def test_a_cache_that_answered_nothing_takes_any_settings(tiny_bert_dir, tmp_pat
         caching(PLLMaskedLM(pretrained=tiny_bert_dir, device="cpu", pll_metric="original"), cache)
 
 
+def test_a_cache_whose_first_scoring_failed_takes_any_settings(tiny_bert_dir, tmp_path):
+    """A run that stops in its first chunk (an out-of-memory error, Ctrl-C) has stored no
+    answer, so it must leave no settings record that refuses the next run."""
+    cache = tmp_path / "cache_rank0.db"
+    lm = PLLMaskedLM(pretrained=tiny_bert_dir, device="cpu", pll_metric="original")
+    lm.scorer.score_requests = lambda *_args, **_kwargs: 1 / 0
+    with pytest.raises(ZeroDivisionError):
+        caching(lm, cache).loglikelihood([instance("loglikelihood", ("", "A cat sat."))])
+    caching(PLLMaskedLM(pretrained=tiny_bert_dir, device="cpu"), cache)
+
+
 def test_a_cache_of_another_model_or_with_a_token_log_is_refused(tiny_bert_dir, tmp_path):
     from sqlitedict import SqliteDict
 
