@@ -10,8 +10,10 @@ pooled again; each process then assembles the answers to its own requests.  Beca
 batch is the one a single process would have run (batches depend on the content of the
 requests, never on their order), the scores equal a single-process run's exactly.
 
-A process whose own step fails (tokenizing, scoring) still takes part in the exchange
-that follows, with its error in place of its share, so that every process stops with it.
+A process whose own step fails (tokenizing, planning, scoring, assembling, writing its
+token log) still takes part in the exchange the others wait in next, with its error in
+place of its share, so that every process stops with it; a last exchange after the
+token log gives every step a next exchange.
 """
 
 from __future__ import annotations
@@ -20,7 +22,8 @@ import heapq
 import logging
 import os
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 
 import torch
@@ -104,10 +107,28 @@ def share_failure(group: ProcessGroup, error: BaseException) -> None:
     """This process's half of the exchange the others wait in, sent when its own step
     failed: they stop with ``error``'s message (:func:`checked`) instead of waiting for
     its share, until the backend's timeout (NCCL across nodes) or for ever.  The caller
-    then raises ``error`` itself."""
-    group.all_gather_object(
-        ProcessFailed(f"Process {group.rank} stopped: {type(error).__name__}: {error}")
-    )
+    then raises ``error`` itself, also when the exchange fails (the group itself broke: a
+    lost peer, a CUDA error), so that the first error is the one reported."""
+    try:
+        group.all_gather_object(
+            ProcessFailed(f"Process {group.rank} stopped: {type(error).__name__}: {error}")
+        )
+    except Exception as own:
+        logger.warning("Process %d could not tell the others it stopped: %s", group.rank, own)
+
+
+@contextmanager
+def failing_together(group: ProcessGroup) -> Iterator[None]:
+    """Steps between exchanges: a failure in them is sent once, in the exchange the others
+    wait in next.  A failure another process sent (:class:`ProcessFailed`) is known to all
+    already."""
+    try:
+        yield
+    except ProcessFailed:
+        raise
+    except Exception as error:
+        share_failure(group, error)
+        raise
 
 
 def checked(parts: list[Any]) -> list[Any]:
@@ -144,51 +165,53 @@ def score_shared(
     group: ProcessGroup,
     description: str = "Scoring",
     disable_tqdm: bool = False,
+    then: Callable[[list[SentenceScore]], None] | None = None,
 ) -> list[SentenceScore]:
     """Score this process's ``requests`` as its share of one run over every process's
-    requests (see the module docstring); every process must call this together."""
-    started = time.perf_counter()
-    try:
+    requests (see the module docstring); every process must call this together.
+
+    ``then`` runs on this process's scores before the last exchange (the token log), so
+    that its failure stops the others too rather than leaving them in lm-eval's next
+    collective."""
+    with failing_together(group):
+        started = time.perf_counter()
         keys, jobs = scorer.distinct_jobs(requests)
-    except Exception as error:
-        share_failure(group, error)
-        raise
-    tokenized = time.perf_counter()
-    everyone: list[Encodings] = checked(group.all_gather_object(jobs.encodings))
-    first_job = sum(len(part) for part in everyone[: group.rank])
-    work = scorer.plan_work(Encodings.concatenate(everyone))
-    costs = [work.cost(batch) for batch in work.batches]
-    owners = balance_by_cost(costs, group.world_size)
-    mine = [batch for batch, owner in zip(work.batches, owners, strict=True) if owner == group.rank]
-    planned = time.perf_counter()
-    with tqdm(
-        total=len(mine),
-        desc=f"{description} (rank 0's batches)",
-        unit="batch",
-        disable=disable_tqdm or group.rank != 0,
-    ) as bar:
-        try:
+        tokenized = time.perf_counter()
+        everyone: list[Encodings] = checked(group.all_gather_object(jobs.encodings))
+        first_job = sum(len(part) for part in everyone[: group.rank])
+        work = scorer.plan_work(Encodings.concatenate(everyone))
+        costs = [work.cost(batch) for batch in work.batches]
+        owners = balance_by_cost(costs, group.world_size)
+        mine = [b for b, owner in zip(work.batches, owners, strict=True) if owner == group.rank]
+        planned = time.perf_counter()
+        with tqdm(
+            total=len(mine),
+            desc=f"{description} (rank 0's batches)",
+            unit="batch",
+            disable=disable_tqdm or group.rank != 0,
+        ) as bar:
             partial = scorer.runner.run(work, mine, lambda _: bar.update())
-        except Exception as error:
-            share_failure(group, error)
-            raise
-    scored = time.perf_counter()
-    scores = scorer.assemble(jobs, work, pool_target_scores(partial, group), first_job)
-    logger.info(
-        "Rank %d scored %d of %d batches (cost %d of %d) in %.2f s; it tokenized its %d "
-        "requests in %.2f s, planned all in %.2f s, pooled and assembled in %.2f s.",
-        group.rank,
-        len(mine),
-        len(work.batches),
-        sum(cost for cost, owner in zip(costs, owners, strict=True) if owner == group.rank),
-        sum(costs),
-        scored - planned,
-        len(requests),
-        tokenized - started,
-        planned - tokenized,
-        time.perf_counter() - scored,
-    )
-    return [scores[key] for key in keys]
+        scored = time.perf_counter()
+        scores = scorer.assemble(jobs, work, pool_target_scores(partial, group), first_job)
+        logger.info(
+            "Rank %d scored %d of %d batches (cost %d of %d) in %.2f s; it tokenized its %d "
+            "requests in %.2f s, planned all in %.2f s, pooled and assembled in %.2f s.",
+            group.rank,
+            len(mine),
+            len(work.batches),
+            sum(cost for cost, owner in zip(costs, owners, strict=True) if owner == group.rank),
+            sum(costs),
+            scored - planned,
+            len(requests),
+            tokenized - started,
+            planned - tokenized,
+            time.perf_counter() - scored,
+        )
+        mine_in_order = [scores[key] for key in keys]
+        if then is not None:
+            then(mine_in_order)
+        checked(group.all_gather_object(None))
+    return mine_in_order
 
 
 def common_batching(batching: Batching, group: ProcessGroup) -> Batching:

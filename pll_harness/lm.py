@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import inspect
 import logging
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -419,23 +420,23 @@ class PLLMaskedLM(LM):
         self, requests: list[Any], pairs: list[tuple[str, str]], kind: str, disable_tqdm: bool
     ) -> list[SentenceScore]:
         description = f"Running {kind} requests"
+        log = None if self.token_log is None else partial(self._write_token_log, requests, pairs)
         group = self._scoring_group()
         if group is not None:
-            scores = score_shared(self.scorer, pairs, group, description, disable_tqdm)
-        else:
-            scores = []
-            # Under --use_cache every process scores its share here: rank 0's bar only.
-            bar_off = disable_tqdm or self.rank != 0
-            with tqdm(total=len(pairs), desc=description, disable=bar_off) as bar:
-                for start, stop in self._cache_chunks(pairs):
-                    chunk = self.scorer.score_requests(pairs[start:stop], progress=bar.update)
-                    if self._uses_cache():
-                        self._record_settings()
-                    for request, score in zip(requests[start:stop], chunk, strict=True):
-                        self.cache_hook.add_partial(kind, request.args, _answer(kind, score))
-                    scores += chunk
-        if self.token_log is not None:
-            self._write_token_log(requests, pairs, scores)
+            return score_shared(self.scorer, pairs, group, description, disable_tqdm, then=log)
+        scores = []
+        # Under --use_cache every process scores its share here: rank 0's bar only.
+        bar_off = disable_tqdm or self.rank != 0
+        with tqdm(total=len(pairs), desc=description, disable=bar_off) as bar:
+            for start, stop in self._cache_chunks(pairs):
+                chunk = self.scorer.score_requests(pairs[start:stop], progress=bar.update)
+                if self._uses_cache():
+                    self._record_settings()
+                for request, score in zip(requests[start:stop], chunk, strict=True):
+                    self.cache_hook.add_partial(kind, request.args, _answer(kind, score))
+                scores += chunk
+        if log is not None:
+            log(scores)
         return scores
 
     def _scoring_group(self) -> ProcessGroup | None:

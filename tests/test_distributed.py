@@ -163,47 +163,82 @@ def test_processes_agree_on_the_smallest_token_budget():
 # ------------------------------------------------- a failure on one process stops them all
 
 
-class SecondOfTwo:
-    """Rank 1 of 2, whose exchanges answer with its own part twice (rank 0's, then its
-    own), except that rank 0 sends ``failure`` at exchange ``failing_at``; it records what
-    this process sent."""
+class OneOfTwo:
+    """Rank ``rank`` of 2, whose exchanges answer with its own part twice, except that the
+    other process sends ``failure`` at exchange ``failing_at``; it records what this process
+    sent.  Rank 0 scores a one-batch request itself (the first part gets the first batch),
+    so that its run gets past the exchange of scores."""
 
-    rank, world_size, device = 1, 2, "cpu"
+    world_size, device = 2, "cpu"
 
-    def __init__(self, failing_at: int = -1, failure: ProcessFailed | None = None) -> None:
-        self.failing_at, self.failure = failing_at, failure
+    def __init__(
+        self, failing_at: int = -1, failure: ProcessFailed | None = None, rank: int = 1
+    ) -> None:
+        self.failing_at, self.failure, self.rank = failing_at, failure, rank
         self.sent: list = []
 
     def all_gather_object(self, obj):
         self.sent.append(obj)
-        return [self.failure if len(self.sent) - 1 == self.failing_at else obj, obj]
+        other = self.failure if len(self.sent) - 1 == self.failing_at else obj
+        return [obj, other] if self.rank == 0 else [other, obj]
 
 
 def fail(*_args, **_kwargs):
     raise ValueError("no such text")
 
 
-@pytest.mark.parametrize("step", ["distinct_jobs", "runner.run"])
-def test_a_process_whose_step_fails_tells_the_others(tiny_bert_dir, monkeypatch, step):
-    """Tokenizing and scoring run on each process alone; one that fails there must still
-    join the exchange the others wait in, with its error, or they wait for ever (NCCL
-    across nodes: until its timeout)."""
+@pytest.mark.parametrize(
+    ("step", "exchange"),
+    [("distinct_jobs", 0), ("plan_work", 1), ("runner.run", 1), ("assemble", 2), ("then", 2)],
+)
+def test_a_process_whose_step_fails_tells_the_others(tiny_bert_dir, monkeypatch, step, exchange):
+    """Every step runs on each process alone between two exchanges (``then``, the token
+    log, before the last); one that fails there must still join, with its error, the
+    exchange the others wait in next, or they wait for ever (NCCL across nodes: until its
+    timeout)."""
     scorer = PLLScorer.from_pretrained(tiny_bert_dir, device="cpu")
     owner, _, name = step.rpartition(".")
-    monkeypatch.setattr(scorer.runner if owner else scorer, name, fail)
-    group = SecondOfTwo()
+    if step != "then":
+        monkeypatch.setattr(scorer.runner if owner else scorer, name, fail)
+    group = OneOfTwo(rank=0)
+    with pytest.raises(ValueError, match="no such text"):
+        score_shared(scorer, [("", "A cat sat.")], group, then=fail if step == "then" else None)
+    assert len(group.sent) == exchange + 1
+    assert isinstance(group.sent[-1], ProcessFailed)
+    assert str(group.sent[-1]) == "Process 0 stopped: ValueError: no such text"
+
+
+def test_processes_that_score_together_part_together(tiny_bert_dir):
+    """Tokens, scores, then a last exchange that every step before it can fail into."""
+    scorer = PLLScorer.from_pretrained(tiny_bert_dir, device="cpu")
+    group = OneOfTwo(rank=0)
+    logged = []
+    (score,) = score_shared(scorer, [("", "A cat sat.")], group, then=logged.extend)
+    assert logged == [score] and len(group.sent) == 3 and group.sent[-1] is None
+
+
+def test_a_broken_exchange_leaves_the_first_error_to_be_raised(tiny_bert_dir, monkeypatch):
+    """Telling the others can fail too (a lost peer, a CUDA error): the error the user
+    sees is still the step's own."""
+    scorer = PLLScorer.from_pretrained(tiny_bert_dir, device="cpu")
+    monkeypatch.setattr(scorer, "distinct_jobs", fail)
+    group = OneOfTwo()
+
+    def broken(obj):
+        raise RuntimeError("Connection closed by peer")
+
+    group.all_gather_object = broken
     with pytest.raises(ValueError, match="no such text"):
         score_shared(scorer, [("", "A cat sat.")], group)
-    assert isinstance(group.sent[-1], ProcessFailed)
-    assert str(group.sent[-1]) == "Process 1 stopped: ValueError: no such text"
 
 
-@pytest.mark.parametrize("exchange", [0, 1])
+@pytest.mark.parametrize("exchange", [0, 1, 2])
 def test_a_failure_on_another_process_stops_this_one(tiny_bert_dir, exchange):
-    """Rank 0 reports a failure at the first exchange (tokens) or the second (scores)."""
+    """Rank 0 reports a failure at the first exchange (tokens), the second (scores) or the
+    last (its token log)."""
     scorer = PLLScorer.from_pretrained(tiny_bert_dir, device="cpu")
     failure = ProcessFailed("Process 0 stopped: ValueError: no such text")
-    group = SecondOfTwo(exchange, failure)
+    group = OneOfTwo(exchange, failure, rank=0)
     with pytest.raises(ProcessFailed, match="Process 0 stopped: ValueError: no such text"):
         score_shared(scorer, [("", "A cat sat.")], group)
     assert len(group.sent) == exchange + 1
@@ -214,7 +249,7 @@ def test_a_failure_on_another_process_stops_this_one(tiny_bert_dir, exchange):
 def test_a_process_that_fails_to_start_tells_the_others(tiny_bert_dir, tmp_path, monkeypatch):
     """Its token log refused (an earlier run's records in its own file), rank 1 stops; rank
     0 must not wait for it in the token budget's exchange."""
-    group = SecondOfTwo()
+    group = OneOfTwo()
     monkeypatch.setenv("WORLD_SIZE", "2")
     monkeypatch.setattr("pll_harness.lm.ProcessGroup", lambda: group)
     (tmp_path / "tokens.rank1.jsonl").write_text('{"text": "earlier"}\n')
