@@ -551,6 +551,15 @@ def export(model, tokenizer_json: str, out: Path, seq_len: int, max_mb: float) -
 # --------------------------------------------------------------------------------------------
 
 
+def positive_minutes(text: str) -> float:
+    """A --fit-minutes value: 0 would fit no training at all, and a falsy value was once
+    taken as "not given", silently training the default steps instead."""
+    value = float(text)
+    if not value > 0:
+        raise argparse.ArgumentTypeError(f"must be a positive number of minutes, not {text}")
+    return value
+
+
 def parse_args(argv):
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--corpus", type=Path, default=REPO_ROOT / ".demo-train" / "corpus.txt")
@@ -579,7 +588,7 @@ def parse_args(argv):
     length.add_argument("--epochs", type=float, help="passes over the training sequences")
     length.add_argument(
         "--fit-minutes",
-        type=float,
+        type=positive_minutes,
         help="as many steps as end the training and its evaluations this many minutes after "
         "the run starts (measured by a short speed probe; a resumed run keeps the first run's)",
     )
@@ -685,7 +694,7 @@ def run(args) -> int:
         raise SystemExit(f"{len(train_ids)} training sequences make no batch of {args.batch_size}")
     if args.epochs is not None:
         args.steps = math.ceil(args.epochs * per_epoch)
-    elif args.steps is None and not args.fit_minutes:
+    elif args.steps is None and args.fit_minutes is None:
         args.steps = 3000
     n_tokens = int(lengths[train_ids].sum())
     length = (
@@ -714,7 +723,7 @@ def run(args) -> int:
     step, elapsed, history, evals = 0, 0.0, [], []
     gen = torch.Generator().manual_seed(args.seed)
     state = torch.load(ckpt, map_location="cpu", weights_only=False) if ckpt.exists() else None
-    if args.fit_minutes:
+    if args.fit_minutes is not None:
         if state is not None:  # the steps the first run of this training chose
             args.steps = state["schedule"]["steps"]
         else:

@@ -120,6 +120,17 @@ def test_resume_under_another_schedule_is_refused(train, data, tmp_path):
         run(train, data, tmp_path, "--lr", "2e-3")
 
 
+@pytest.mark.parametrize("minutes", ["0", "-1", "nan"])
+def test_fit_minutes_must_be_positive(train, data, tmp_path, capsys, minutes):
+    """0 once passed as "not given" and trained the default 3,000 steps."""
+    argv = ["--data", str(data), "--work", str(tmp_path), "--out", str(tmp_path / "out")]
+    argv += without(TINY, "--steps")
+    with pytest.raises(SystemExit):
+        train.main([*argv, "--fit-minutes", minutes])
+    assert "must be a positive number of minutes" in capsys.readouterr().err
+    assert not (tmp_path / "checkpoint.pt").exists()
+
+
 def test_weights_over_the_size_limit_are_refused(train, data, tmp_path):
     assert run(train, data, tmp_path, "--run-steps", "1") == train.EXIT_RESUMABLE
     with pytest.raises(SystemExit, match=re.escape("over the 0.001 MB limit")):
