@@ -119,10 +119,16 @@ MINICONS_PYTHON=${MINICONS_PYTHON:-$ENVS/minicons-venv/bin/python}
 {
     nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv 2>/dev/null ||
         echo "no nvidia-smi"
-    "$PY" -c "import importlib.metadata as m, torch
+    "$PY" -c "import importlib.metadata as m
+def version(name):
+    try:
+        return m.version(name)
+    except m.PackageNotFoundError:
+        return 'MISSING'
 names = 'torch transformers tokenizers huggingface_hub lm_eval datasets pyarrow fsspec'
-print(*(f'{p} {m.version(p)}' for p in names.split()))
-print('CUDA available:', torch.cuda.is_available())"
+print(*(f'{p} {version(p)}' for p in names.split()))
+import torch
+print('CUDA available:', torch.cuda.is_available())" || echo "the environment's python failed"
     echo "environments ready in $((SECONDS - start)) s"
 } 2>&1 | tee "$RESULTS/machine.txt"
 {

@@ -68,6 +68,6 @@ for call in "$@"; do
         tail -n 30 "$WORK/log"
     fi
     grep -h "^## \|ready in" "$WORK/out/summary.md" || true
-    ls -l "$WORK/out"
+    ls -l "$WORK/out" || true
 done
 exit "$failed"

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import subprocess
+import sys
 
 from conftest import REPO_ROOT
 
@@ -26,3 +27,22 @@ def test_a_wheel_that_does_not_install_fails_the_install_step(tmp_path):
     assert "## install: FAILED" in (out / "summary.md").read_text()
     assert not (envs / "pll-venv" / "ready").exists()
     assert not (envs / "minicons-venv" / "ready").exists()
+
+
+def test_a_package_missing_from_the_environment_is_named_and_the_steps_still_report(tmp_path):
+    """The summary's version line must not stop the run: a python without the packages
+    (here: without site-packages) is named MISSING, and each step still gets its line."""
+    python = tmp_path / "python-without-site"
+    python.write_text(f'#!/bin/sh\nexec "{sys.executable}" -S "$@"\n')
+    python.chmod(0o755)
+    out = tmp_path / "out"
+    env = {**os.environ, "PLL_PYTHON": str(python), "MINICONS_PYTHON": str(python)}
+    env |= {"OUT": str(out), "BUDGET_S": "0", "ENVS": str(tmp_path / "envs")}
+    done = subprocess.run(
+        ["bash", "bench/gpu.sh", "sample", "bf16"], cwd=REPO_ROOT, env=env,
+        capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+    assert done.returncode == 1, done.stdout + done.stderr
+    summary = (out / "summary.md").read_text()
+    assert "torch MISSING" in summary and "the environment's python failed" in summary
+    assert "## sample: FAILED" in summary and "## bf16: FAILED" in summary
