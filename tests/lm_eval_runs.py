@@ -54,40 +54,37 @@ def kill_all(pid: int) -> None:
 
 def write_pair_task(folder: Path, task: str, pairs: list[tuple[str, str]]) -> None:
     """A two-choice task over (good, bad) pairs, scored by lm-eval's own ``acc``."""
-    data = folder / f"{task}.jsonl"
-    data.write_text("".join(json.dumps({"good": g, "bad": b}) + "\n" for g, b in pairs))
-    (folder / f"{task}.yaml").write_text(
-        f"""task: {task}
-dataset_path: json
-dataset_kwargs:
-  data_files:
-    test: {data}
-test_split: test
-output_type: multiple_choice
+    rows = [{"good": good, "bad": bad} for good, bad in pairs]
+    body = """output_type: multiple_choice
 doc_to_text: ""
-doc_to_choice: "{{{{[good, bad]}}}}"
+doc_to_choice: "{{[good, bad]}}"
 doc_to_target: 0
 metric_list:
   - metric: acc
 """
-    )
+    _write_task(folder, task, rows, body)
 
 
 def write_rolling_task(folder: Path, task: str, texts: list[str]) -> None:
     """A perplexity task over ``texts`` (``loglikelihood_rolling``, as wikitext)."""
+    body = """output_type: loglikelihood_rolling
+doc_to_text: ""
+doc_to_target: "{{text}}"
+metric_list:
+  - metric: word_perplexity
+"""
+    _write_task(folder, task, [{"text": text} for text in texts], body)
+
+
+def _write_task(folder: Path, task: str, rows: list[dict], body: str) -> None:
+    """``task``'s rows as a JSONL file, and its YAML: the data's header, then ``body``."""
     data = folder / f"{task}.jsonl"
-    data.write_text("".join(json.dumps({"text": text}) + "\n" for text in texts))
-    (folder / f"{task}.yaml").write_text(
-        f"""task: {task}
+    data.write_text("".join(json.dumps(row) + "\n" for row in rows))
+    header = f"""task: {task}
 dataset_path: json
 dataset_kwargs:
   data_files:
     test: {data}
 test_split: test
-output_type: loglikelihood_rolling
-doc_to_text: ""
-doc_to_target: "{{{{text}}}}"
-metric_list:
-  - metric: word_perplexity
 """
-    )
+    (folder / f"{task}.yaml").write_text(header + body)
