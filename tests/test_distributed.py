@@ -11,6 +11,7 @@ from pathlib import Path
 import psutil
 import pytest
 from conftest import GatheredGroup
+from lm_eval.api.instance import Instance
 from lm_eval_runs import BIN, run_checked, write_pair_task, write_rolling_task
 
 from pll_harness.distributed import (
@@ -257,3 +258,19 @@ def test_a_process_that_fails_to_start_tells_the_others(tiny_bert_dir, tmp_path,
         PLLMaskedLM(pretrained=tiny_bert_dir, token_log=str(tmp_path / "tokens.jsonl"))
     (sent,) = group.sent
     assert isinstance(sent, ProcessFailed) and "already holds records" in str(sent)
+
+
+def test_a_token_log_that_cannot_be_written_tells_the_others(tiny_bert_dir, tmp_path, monkeypatch):
+    """pll-mlm writes a process's token log inside the shared call (score_shared's then=),
+    before its last exchange: written after it, a failure there would leave the others
+    waiting in lm-eval's next collective."""
+    group = OneOfTwo(rank=0)
+    monkeypatch.setenv("WORLD_SIZE", "2")
+    monkeypatch.setattr("pll_harness.lm.ProcessGroup", lambda: group)
+    lm = PLLMaskedLM(pretrained=tiny_bert_dir, token_log=str(tmp_path / "tokens.jsonl"))
+    monkeypatch.setattr(lm.token_log, "write", fail)
+    request = Instance("loglikelihood", doc={}, arguments=("", "A cat sat."), idx=0)
+    with pytest.raises(ValueError, match="no such text"):
+        lm.loglikelihood([request])
+    assert isinstance(group.sent[-1], ProcessFailed)
+    assert str(group.sent[-1]) == "Process 0 stopped: ValueError: no such text"
