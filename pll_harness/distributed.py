@@ -23,7 +23,7 @@ import logging
 import os
 import time
 from collections.abc import Callable, Iterator, Sequence
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from typing import TYPE_CHECKING, Any
 
 import torch
@@ -108,11 +108,13 @@ def share_failure(group: ProcessGroup, error: BaseException) -> None:
     failed: they stop with ``error``'s message (:func:`checked`) instead of waiting for
     its share, until the backend's timeout (NCCL across nodes) or for ever.  The caller
     then raises ``error`` itself, also when the exchange fails (the group itself broke: a
-    lost peer, a CUDA error), so that the first error is the one reported."""
+    lost peer, a CUDA error), so that the first error is the one reported.  An error whose
+    message cannot be made is sent by its type: the exchange must happen."""
+    stopped = f"Process {group.rank} stopped: {type(error).__name__}"
+    with suppress(Exception):
+        stopped += f": {error}"
     try:
-        group.all_gather_object(
-            ProcessFailed(f"Process {group.rank} stopped: {type(error).__name__}: {error}")
-        )
+        group.all_gather_object(ProcessFailed(stopped))
     except Exception as own:
         logger.warning("Process %d could not tell the others it stopped: %s", group.rank, own)
 

@@ -274,3 +274,24 @@ def test_a_token_log_that_cannot_be_written_tells_the_others(tiny_bert_dir, tmp_
         lm.loglikelihood([request])
     assert isinstance(group.sent[-1], ProcessFailed)
     assert str(group.sent[-1]) == "Process 0 stopped: ValueError: no such text"
+
+
+class Unprintable(ValueError):
+    def __str__(self) -> str:
+        raise RuntimeError("no message")
+
+
+def test_an_error_without_a_message_still_tells_the_others(tiny_bert_dir, monkeypatch):
+    """An error whose message cannot be made is still sent, by its type: the others would
+    otherwise wait for this process in the exchange."""
+    scorer = PLLScorer.from_pretrained(tiny_bert_dir, device="cpu")
+
+    def unprintable(*_args, **_kwargs):
+        raise Unprintable
+
+    monkeypatch.setattr(scorer, "distinct_jobs", unprintable)
+    group = OneOfTwo(rank=0)
+    with pytest.raises(Unprintable):
+        score_shared(scorer, [("", "A cat sat.")], group)
+    (sent,) = group.sent
+    assert isinstance(sent, ProcessFailed) and str(sent) == "Process 0 stopped: Unprintable"
