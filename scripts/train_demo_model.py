@@ -553,9 +553,10 @@ def export(model, tokenizer_json: str, out: Path, seq_len: int, max_mb: float) -
 
 def positive_minutes(text: str) -> float:
     """A --fit-minutes value: 0 would fit no training at all, and a falsy value was once
-    taken as "not given", silently training the default steps instead."""
+    taken as "not given", silently training the default steps instead; infinity fits no
+    number of steps."""
     value = float(text)
-    if not value > 0:
+    if not 0 < value < math.inf:
         raise argparse.ArgumentTypeError(f"must be a positive number of minutes, not {text}")
     return value
 

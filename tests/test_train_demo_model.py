@@ -120,7 +120,7 @@ def test_resume_under_another_schedule_is_refused(train, data, tmp_path):
         run(train, data, tmp_path, "--lr", "2e-3")
 
 
-@pytest.mark.parametrize("minutes", ["0", "-1", "nan"])
+@pytest.mark.parametrize("minutes", ["0", "-1", "nan", "inf"])
 def test_fit_minutes_must_be_positive(train, data, tmp_path, capsys, minutes):
     """0 once passed as "not given" and trained the default 3,000 steps."""
     argv = ["--data", str(data), "--work", str(tmp_path), "--out", str(tmp_path / "out")]
