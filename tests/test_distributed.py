@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 import contextlib
+import copy
+import itertools
 import json
 import sys
 import time
 from pathlib import Path
+from threading import Barrier, Thread
 
 import psutil
 import pytest
@@ -295,3 +298,77 @@ def test_an_error_without_a_message_still_tells_the_others(tiny_bert_dir, monkey
         score_shared(scorer, [("", "A cat sat.")], group)
     (sent,) = group.sent
     assert isinstance(sent, ProcessFailed) and str(sent) == "Process 0 stopped: Unprintable"
+
+
+class ThreadedGroup:
+    """Rank ``rank`` of a group of threads that really exchange: each call waits for the
+    others' call, and a call that meets another process's exchange of another number
+    fails, as mismatched collectives would hang or mix data."""
+
+    device = "cpu"
+
+    def __init__(self, shared: dict, rank: int, world_size: int) -> None:
+        self.shared, self.rank, self.world_size = shared, rank, world_size
+        self.calls = 0
+
+    def all_gather_object(self, obj):
+        shared = self.shared
+        shared["parts"][self.rank] = (self.calls, obj)
+        self.calls += 1
+        shared["sent"].wait(timeout=10)
+        parts = list(shared["parts"])
+        shared["read"].wait(timeout=10)
+        numbers = {number for number, _ in parts}
+        assert len(numbers) == 1, f"exchanges {numbers} met"
+        return [part for _, part in parts]
+
+
+STAGE = {None: 4, "distinct_jobs": 1, "runner.run": 2, "assemble": 3, "then": 3}
+"""The exchange (of 3) each failing step sends its failure in (4: none fails)."""
+
+
+def run_one_process(scorer: PLLScorer, step: str | None, group: ThreadedGroup) -> tuple:
+    """One process of the test below: fails in ``step`` (or not), then meets lm-eval's
+    next collective; how its call ended and how many exchanges it made."""
+    scorer = copy.copy(scorer)
+    scorer.runner = copy.copy(scorer.runner)
+    if step not in (None, "then"):
+        owner, _, name = step.rpartition(".")
+        setattr(scorer.runner if owner else scorer, name, fail)
+    requests = [("", f"A cat sat {group.rank} times."), ("", "Dogs bark.")]
+    try:
+        score_shared(scorer, requests, group, then=fail if step == "then" else None)
+        outcome = "scored"
+    except ProcessFailed:
+        outcome = "told"
+    except ValueError:
+        outcome = "failed"
+    group.all_gather_object("lm-eval's next collective")
+    return outcome, group.calls
+
+
+def test_processes_failing_anywhere_make_the_same_exchanges(tiny_bert_dir):
+    """Two processes, each failing in any step or in none, then lm-eval's next collective:
+    every process makes the same exchanges, the ones that failed first raise their own
+    error and the others ProcessFailed."""
+    scorers = [PLLScorer.from_pretrained(tiny_bert_dir, device="cpu") for _ in range(2)]
+    for steps in itertools.product(STAGE, repeat=2):
+        shared = {"parts": [None, None], "sent": Barrier(2), "read": Barrier(2)}
+        ended: list = [None, None]
+
+        def process(rank: int, steps=steps, shared=shared, ended=ended) -> None:
+            group = ThreadedGroup(shared, rank, 2)
+            ended[rank] = run_one_process(scorers[rank], steps[rank], group)
+
+        threads = [Thread(target=process, args=(rank,)) for rank in range(2)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join(timeout=60)
+        first = min(STAGE[step] for step in steps)
+        calls = min(first, 3) + 1  # lm-eval's next collective included
+        expected = [
+            ("scored" if first == 4 else "failed" if STAGE[step] == first else "told", calls)
+            for step in steps
+        ]
+        assert ended == expected, steps
