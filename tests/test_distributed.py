@@ -238,12 +238,12 @@ def test_a_broken_exchange_leaves_the_first_error_to_be_raised(tiny_bert_dir, mo
 
 @pytest.mark.parametrize("exchange", [0, 1, 2])
 def test_a_failure_on_another_process_stops_this_one(tiny_bert_dir, exchange):
-    """Rank 0 reports a failure at the first exchange (tokens), the second (scores) or the
-    last (its token log)."""
+    """Rank 1 reports a failure at the first exchange (tokens), the second (scores) or the
+    last (its token log) to rank 0, which scores the one batch and so gets that far."""
     scorer = PLLScorer.from_pretrained(tiny_bert_dir, device="cpu")
-    failure = ProcessFailed("Process 0 stopped: ValueError: no such text")
+    failure = ProcessFailed("Process 1 stopped: ValueError: no such text")
     group = OneOfTwo(exchange, failure, rank=0)
-    with pytest.raises(ProcessFailed, match="Process 0 stopped: ValueError: no such text"):
+    with pytest.raises(ProcessFailed, match="Process 1 stopped: ValueError: no such text"):
         score_shared(scorer, [("", "A cat sat.")], group)
     assert len(group.sent) == exchange + 1
     with pytest.raises(ProcessFailed):
