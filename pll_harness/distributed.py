@@ -120,16 +120,17 @@ def share_failure(group: ProcessGroup, error: BaseException) -> None:
 
 
 @contextmanager
-def failing_together(group: ProcessGroup) -> Iterator[None]:
+def failing_together(group: ProcessGroup | None) -> Iterator[None]:
     """Steps between exchanges: a failure in them is sent once, in the exchange the others
     wait in next.  A failure another process sent (:class:`ProcessFailed`) is known to all
-    already."""
+    already.  Without a group (one process) there is nobody to tell."""
     try:
         yield
     except ProcessFailed:
         raise
     except Exception as error:
-        share_failure(group, error)
+        if group is not None:
+            share_failure(group, error)
         raise
 
 

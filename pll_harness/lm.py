@@ -21,9 +21,9 @@ from pll_harness.arguments import check_known
 from pll_harness.distributed import (
     ProcessGroup,
     common_batching,
+    failing_together,
     launched_with_several_processes,
     score_shared,
-    share_failure,
 )
 from pll_harness.loading import load_masked_lm, model_identity
 from pll_harness.metrics import DEFAULT_METRIC, check_metric
@@ -198,7 +198,7 @@ class PLLMaskedLM(LM):
             device = str(self._group.device)
         # A process that fails here (its own token log, its device) tells the others,
         # which would otherwise wait for it in common_batching.
-        try:
+        with failing_together(self._group):
             self.token_log = self._open_token_log(token_log, token_log_mode)
             if isinstance(pretrained, str):
                 loaded = load_masked_lm(
@@ -225,10 +225,6 @@ class PLLMaskedLM(LM):
                 batch_size=cap,
                 max_length=_as_optional_int("max_length", max_length),
             )
-        except Exception as error:
-            if self._group is not None:
-                share_failure(self._group, error)
-            raise
         if self._group is not None:
             self.scorer.batching = common_batching(self.scorer.batching, self._group)
         self._device = self.scorer.device
