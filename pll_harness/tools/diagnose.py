@@ -94,16 +94,22 @@ class Diagnosis:
         return metric_label(name)
 
 
-def _oov(word_lists: Sequence[Sequence[tuple[str, int]]]) -> dict[str, float]:
-    """OOV ratio over running words and over distinct words (punctuation excluded; a
-    sentence-initial word lower-cased, as for the word scores, so that "The" and "the"
-    are one distinct word; its pieces are counted as the sentence has them)."""
-    running = [
-        (w.lower() if i == 0 else w, n)
+def _running_words(word_lists: Sequence[Sequence[tuple[str, int]]]) -> list[tuple[str, int]]:
+    """Every word of the sentences with its token count, punctuation left out, and a
+    sentence-initial word lower-cased so that "The" and "the" are one distinct word: the
+    words the word scores and the OOV ratios count (a lower-cased word keeps the pieces
+    the sentence has it in)."""
+    return [
+        (word.lower() if position == 0 else word, n)
         for words in word_lists
-        for i, (w, n) in enumerate(words)
-        if is_wordlike(w)
+        for position, (word, n) in enumerate(words)
+        if is_wordlike(word)
     ]
+
+
+def _oov(word_lists: Sequence[Sequence[tuple[str, int]]]) -> dict[str, float]:
+    """OOV ratio over running words and over distinct words (:func:`_running_words`)."""
+    running = _running_words(word_lists)
     types = dict(running)
     return {
         "words": len(running),
@@ -318,11 +324,7 @@ def diagnose_sentences(
     diag = Diagnosis(scorers.name, dataset, list(scorers.metrics), causal.name if causal else None)
     texts = [s.text for s in sentences]
     word_lists = _word_lists(scorers, texts)
-    vocabulary: dict[str, None] = {}
-    for words in word_lists:
-        for position, (word, _) in enumerate(words):
-            if is_wordlike(word):
-                vocabulary.setdefault(word.lower() if position == 0 else word)
+    vocabulary = dict.fromkeys(word for word, _ in _running_words(word_lists))
     words = [w for w in vocabulary if zipf_frequency(w, "en") > 0]
     diag.words_without_frequency = len(vocabulary) - len(words)
     table = _open_word_table(words, scorers, causal, keeping)
