@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import shutil
 from pathlib import Path
+from typing import Any
 
 TESTS_DIR = Path(__file__).resolve().parent
 TINY_ROBERTA = TESTS_DIR / "fixtures" / "models" / "tiny-roberta-bpe"
@@ -16,32 +17,20 @@ LLAMA_TEXT = "The traveler lost the souvenir. A cat sat on the mat. She is a nur
 def build_tiny_gpt2(folder: Path) -> Path:
     """A random 1-layer GPT-2 beside a copy of the tiny RoBERTa's byte-level BPE tokenizer
     (``<s>`` serves as BOS): loadable by ``AutoModelForCausalLM`` from a local folder."""
-    import torch
     from transformers import AutoTokenizer, GPT2Config, GPT2LMHeadModel
 
     folder.mkdir(parents=True, exist_ok=True)
     for name in ("tokenizer.json", "tokenizer_config.json"):
         shutil.copy(TINY_ROBERTA / name, folder / name)
     tokenizer = AutoTokenizer.from_pretrained(folder)
-    torch.manual_seed(0)
-    config = GPT2Config(
-        vocab_size=len(tokenizer),
-        n_positions=64,
-        n_embd=16,
-        n_layer=1,
-        n_head=2,
-        bos_token_id=tokenizer.bos_token_id,
-        eos_token_id=tokenizer.eos_token_id,
-    )
-    GPT2LMHeadModel(config).eval().save_pretrained(folder)
-    return folder
+    sizes = {"n_positions": 64, "n_embd": 16, "n_layer": 1, "n_head": 2}
+    return _save_random(folder, tokenizer, GPT2Config, GPT2LMHeadModel, **sizes)
 
 
 def build_tiny_llama(folder: Path) -> Path:
     """A random 1-layer Llama with transformers' own ``LlamaTokenizer`` (BPE over a
     Metaspace pre-tokenizer that does not split at spaces, as Llama's and Mistral's do),
     trained on a few sentences; it adds ``<s>`` itself."""
-    import torch
     from tokenizers import Tokenizer, models, pre_tokenizers, trainers
     from transformers import LlamaConfig, LlamaForCausalLM, LlamaTokenizer
 
@@ -52,18 +41,31 @@ def build_tiny_llama(folder: Path) -> Path:
     learnt = json.loads(bpe.to_str())["model"]
     tokenizer = LlamaTokenizer(vocab=learnt["vocab"], merges=[tuple(m) for m in learnt["merges"]])
     tokenizer.save_pretrained(folder)
+    sizes = {
+        "hidden_size": 16,
+        "intermediate_size": 32,
+        "num_hidden_layers": 1,
+        "num_attention_heads": 2,
+        "max_position_embeddings": 64,
+    }
+    return _save_random(folder, tokenizer, LlamaConfig, LlamaForCausalLM, **sizes)
+
+
+def _save_random(
+    folder: Path, tokenizer: Any, config_class: type, model_class: type, **sizes: int
+) -> Path:
+    """A causal LM of ``model_class`` with seeded random weights, sized by ``sizes`` and
+    fitted to ``tokenizer`` (its vocabulary, BOS and EOS), saved to ``folder``."""
+    import torch
+
     torch.manual_seed(0)
-    config = LlamaConfig(
+    config = config_class(
         vocab_size=len(tokenizer),
-        hidden_size=16,
-        intermediate_size=32,
-        num_hidden_layers=1,
-        num_attention_heads=2,
-        max_position_embeddings=64,
         bos_token_id=tokenizer.bos_token_id,
         eos_token_id=tokenizer.eos_token_id,
+        **sizes,
     )
-    LlamaForCausalLM(config).eval().save_pretrained(folder)
+    model_class(config).eval().save_pretrained(folder)
     return folder
 
 
