@@ -23,7 +23,6 @@ TINY_MODELS_DIR = FIXTURES_DIR / "models"
 TINY_BERT_DIR = TINY_MODELS_DIR / "tiny-bert-wordpiece"
 TINY_ROBERTA_DIR = TINY_MODELS_DIR / "tiny-roberta-bpe"
 MINICONS_SCORES = FIXTURES_DIR / "minicons_scores.json"
-MINICONS_SENTENCES = FIXTURES_DIR / "minicons_sentences.txt"
 REAL_MODELS_DIR = REPO_ROOT.parent / "shared" / "models"
 
 # (id, path) of each committed tiny model, for parametrizing.

@@ -29,8 +29,6 @@ from pll_harness.tools.compare import (
     load_runs,
 )
 
-PHENOMENA = ["anaphor_agreement", "ellipsis", "island_effects"]
-
 
 def _result(
     folder: Path,
