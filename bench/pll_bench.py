@@ -425,7 +425,7 @@ def _long_check(scorer: Any, spec: dict[str, Any]) -> dict[str, Any]:
     """Score the first three batches of one ``long_tokens``-token input: what bounds memory
     whatever the input's length."""
     words = " ".join(spec["texts"][:200] * 20).split()  # plenty: BLiMP has ~9 tokens a text
-    body = scorer.tokenizer(" ".join(words), add_special_tokens=False)["input_ids"]
+    body = scorer.tokenizer(" ".join(words), add_special_tokens=False, verbose=False)["input_ids"]
     text = scorer.tokenizer.decode(body[: spec["long_tokens"] - scorer.specials.count])
     _, jobs = scorer.distinct_jobs([("", text)])
     work = scorer.plan_work(jobs.encodings)
