@@ -16,6 +16,7 @@ import numpy as np
 import pytest
 from reference_pll import masked_set
 
+from pll_harness import planning
 from pll_harness.encoding import Encodings, encode_requests, special_tokens
 from pll_harness.metrics import PLL_METRICS, get_metric
 from pll_harness.planning import Batching, Work, plan_work
@@ -133,6 +134,21 @@ def test_whole_word_shares_one_copy_per_word(tokenizer):
     _, single = planned(tokenizer, "original", requests=[("", "The hooligan wrecked it.")])
     n_words = len(set(tokenizer("The hooligan wrecked it.").word_ids()) - {None})
     assert whole.groups[0].n_copies == n_words < single.groups[0].n_copies
+
+
+@pytest.mark.parametrize("metric", PLL_METRICS)
+def test_copies_are_shared_across_planning_chunks(tokenizer, metric, monkeypatch):
+    """Masks are built in chunks of targets; with one target a chunk, a copy that two
+    targets of one word share (whole_word) must still be made once, and every token must
+    still get its own definition's copy."""
+    encodings, whole = planned(tokenizer, metric)
+    monkeypatch.setattr(planning, "PLAN_CHUNK_ELEMENTS", 1)
+    _, chunked = planned(tokenizer, metric)
+    assert [g.n_copies for g in chunked.groups] == [g.n_copies for g in whole.groups]
+    fed = fed_copies(chunked, tokenizer.mask_token_id)
+    expected = naive_copies(tokenizer, encodings, metric)
+    for slot in range(chunked.n_slots):
+        assert fed[int(chunked.slot_source[slot])] == expected[slot], f"slot {slot}"
 
 
 def batch_contents(work: Work, mask_id: int) -> list[list[tuple]]:
