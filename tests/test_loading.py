@@ -100,6 +100,52 @@ def test_a_hub_name_offline_and_not_cached_is_one_short_error(monkeypatch, tiny_
         assert "bert-base-cased" in str(error.value)  # the kind of model that is needed
 
 
+def _hub_failure(kind: type[Exception]) -> Exception:
+    """One of huggingface_hub's errors without the HTTP response that the Hub would send
+    (only its class is read)."""
+    error = kind.__new__(kind)
+    Exception.__init__(error, "what the Hub answered")
+    return error
+
+
+@pytest.mark.parametrize(
+    ("kind", "says"),
+    [
+        ("RepositoryNotFoundError", r"neither a local folder nor a model on the Hugging Face"),
+        ("GatedRepoError", r"gated on the Hugging Face Hub: log in"),  # a subclass of the above
+        ("RevisionNotFoundError", r"has no such revision"),
+    ],
+)
+def test_hub_failures_are_one_short_error(kind, says):
+    """transformers raises an OSError whose cause is the Hub's error; users with the Hub
+    see these, so they are checked here without it."""
+    from huggingface_hub import errors
+
+    explained = loading.explained_load_errors("someone/some-model")
+    with pytest.raises(ValueError, match=says) as error, explained:
+        raise OSError("transformers' wrapper") from _hub_failure(getattr(errors, kind))
+    assert error.value.__suppress_context__
+    explained = loading.explained_load_errors("someone/some-model")
+    with pytest.raises(OSError, match="disk full"), explained:  # anything else passes as it is
+        raise OSError("disk full")
+
+
+@pytest.mark.parametrize("implementation", ["eager", "sdpa"])
+def test_attn_implementation_reaches_the_model(tiny_bert_dir, implementation):
+    """The kernel choice of issue 12 (eager attention for short sequences) must be what
+    runs, and it must not change the scores beyond float32 rounding."""
+    from pll_harness.scorer import PLLScorer
+
+    loaded = loading.load_masked_lm(tiny_bert_dir, attn_implementation=implementation, device="cpu")
+    assert loaded.model.config._attn_implementation == implementation
+    texts = ["The hooligan wrecked the souvenir.", "Who should Derek hug?"]
+    chosen = PLLScorer(loaded.model, loaded.tokenizer, device="cpu").score(texts)
+    default = loading.load_masked_lm(tiny_bert_dir, device="cpu")
+    plain = PLLScorer(default.model, default.tokenizer, device="cpu").score(texts)
+    for a, b in zip(chosen, plain, strict=True):
+        assert a.logprob == pytest.approx(b.logprob, abs=1e-4)
+
+
 def test_a_busy_cpu_gets_advice_once(monkeypatch, caplog):
     monkeypatch.setattr(loading, "_warned_busy", False)
     monkeypatch.setattr(loading.torch, "get_num_threads", lambda: 2)
