@@ -275,6 +275,17 @@ def test_sizes_must_be_positive_integers(tiny_bert_dir, name, value):
         score(["The cat sat."], model=tiny_bert_dir, device="cpu", **{name: value})
 
 
+@pytest.mark.parametrize("model_dir", ["tiny_bert_dir", "tiny_roberta_dir"])
+def test_a_max_length_with_room_for_special_tokens_only_is_refused(request, model_dir):
+    """[CLS] [SEP] (<s> </s>) take two positions: max_length=2 could score nothing, and
+    one more position is the least that scores every token (one window per token)."""
+    folder = request.getfixturevalue(model_dir)
+    with pytest.raises(ValueError, match="max_length=2 leaves no room for text tokens"):
+        scorer_for(folder, "word_l2r", max_length=2)
+    (scored,) = scorer_for(folder, "original", max_length=3).score(["The cat sat."])
+    assert len(scored.tokens) > 1 and all(math.isfinite(lp) for lp in scored.token_logprobs)
+
+
 def width_stand_in(hidden: int, intermediate: int, dtype: torch.dtype) -> torch.nn.Module:
     """A module with what the token budget reads: a config's widths and a parameter's dtype."""
     module = torch.nn.Linear(1, 1, dtype=dtype)
