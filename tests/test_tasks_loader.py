@@ -5,6 +5,7 @@ from __future__ import annotations
 import gzip
 import json
 import math
+import re
 from pathlib import Path
 
 import pytest
@@ -113,7 +114,7 @@ def test_a_misspelt_or_foreign_option_is_refused(tmp_path: Path, loader, options
         ("g,b\nA.,   \n", {"good": "g", "bad": "b"}, ValueError, "data row 1 .* in 'b'"),
         ("g,sentence_bad,b\nA.,x,B.\n", {"good": "g", "bad": "b"}, ValueError, "already has"),
         ("g,b\nA.,B.\n", {"good": "g", "bad": "g"}, ValueError, "two different"),
-        ("g,b\n", {"good": "g", "bad": "b"}, ValueError, "no (data|sentence pairs)"),
+        ("g,b\n", {"good": "g", "bad": "b"}, ValueError, "p.csv: no sentence pairs"),
     ],
 )
 def test_bad_files_fail_at_load_time(
@@ -122,6 +123,43 @@ def test_bad_files_fail_at_load_time(
     csv = _write_csv(tmp_path / "p.csv", text)
     with pytest.raises(error, match=match):
         mp.load_minimal_pairs(str(csv), **kwargs)
+
+
+@pytest.mark.parametrize(
+    ("name", "content"),
+    [
+        ("pairs.csv", ""),
+        ("pairs.tsv", "g\tb\n"),
+        ("pairs.jsonl", ""),
+        ("pairs.jsonl", "\n  \n"),
+        ("pairs.jsonl.gz", ""),
+        ("pairs.parquet", None),
+    ],
+)
+def test_a_file_without_records_is_named(tmp_path: Path, name: str, content: str | None) -> None:
+    """datasets fails on these with "corresponds to no data", a DatasetGenerationError or a
+    bare StopIteration; the user is told which file is empty."""
+    path = tmp_path / name
+    if content is None:
+        import pyarrow as pa
+        import pyarrow.parquet as pq
+
+        pq.write_table(
+            pa.table({"g": pa.array([], pa.string()), "b": pa.array([], pa.string())}), path
+        )
+    elif name.endswith(".gz"):
+        path.write_bytes(gzip.compress(content.encode()))
+    else:
+        path.write_text(content, encoding="utf-8")
+    with pytest.raises(ValueError, match=f"^{re.escape(name)}: no sentence pairs"):
+        mp.load_minimal_pairs(str(path), good="g", bad="b")
+
+
+def test_an_empty_file_among_several_is_named(tmp_path: Path) -> None:
+    full = _write_csv(tmp_path / "full.csv", "g,b\nA.,B.\n")
+    empty = _write_csv(tmp_path / "empty.csv", "")
+    with pytest.raises(ValueError, match=r"^empty\.csv: no sentence pairs"):
+        mp.load_minimal_pairs([str(full), str(empty)], good="g", bad="b")
 
 
 def test_unknown_format_asks_for_data_format(tmp_path: Path) -> None:

@@ -16,6 +16,7 @@ the same four steps, named from the YAML templates in ``templates/``:
 from __future__ import annotations
 
 import difflib
+import itertools
 import logging
 import weakref
 from collections.abc import Callable, Mapping, Sequence
@@ -23,6 +24,8 @@ from pathlib import Path
 from typing import Any
 
 import datasets
+import fsspec
+import pyarrow.parquet
 
 from pll_harness.file_formats import format_from_name
 
@@ -141,8 +144,8 @@ def load_pairs(
     if len(columns) != 2:
         raise ValueError(f"name two different sentence columns, got {list(columns)}")
     paths = _resolve_paths(data_files, config_source)
-    read, read_kwargs = _reader_for(paths[0], data_format)
-    dataset = read([str(p) for p in paths], split=SPLIT, **read_kwargs)
+    fmt = _format_of(paths[0], data_format)
+    dataset = _read(paths, fmt)
     rows = list(range(len(dataset)))
     if where:
         rows = _rows_where(dataset, where)
@@ -173,34 +176,58 @@ def _resolve_paths(data_files: str | Sequence[str], config_source: str | None) -
     return resolved
 
 
-def _reader_for(path: Path, data_format: str | None) -> tuple[Callable[..., Any], dict[str, Any]]:
-    """Pick the ``datasets`` reader of local files; CSV cells stay verbatim ("NA" is a word,
-    not a gap).
-
-    ``Dataset.from_csv`` and its siblings run the same builders as ``load_dataset("csv",
-    ...)`` without its module lookup, which for every call sends a download-count request
-    to the Hub: 67 requests for BLiMP, 5-10 s of a run where the Hub cannot be reached
-    (bench/README.md), however local the files."""
+def _format_of(path: Path, data_format: str | None) -> str:
+    """``data_format`` (``jsonl`` read as ``json``), else the format the file name tells."""
     fmt = data_format
     if fmt is None:
-        named = format_from_name(path)
-        if named is None:
+        fmt = format_from_name(path)
+        if fmt is None:
             raise ValueError(
                 f"cannot tell the format of {path.name}; set dataset_kwargs.data_format "
                 f"to one of {list(DATA_FORMATS)}"
             )
-        fmt = named
-    if fmt == "jsonl":
-        fmt = "json"
-    if fmt == "csv":
-        return datasets.Dataset.from_csv, {"keep_default_na": False}
-    if fmt == "tsv":
-        return datasets.Dataset.from_csv, {"keep_default_na": False, "sep": "\t"}
-    if fmt == "json":
-        return datasets.Dataset.from_json, {}
+    if fmt not in DATA_FORMATS:
+        raise ValueError(f"unknown data_format {fmt!r}; use one of {list(DATA_FORMATS)}")
+    return "json" if fmt == "jsonl" else fmt
+
+
+def _read(paths: list[Path], fmt: str) -> datasets.Dataset:
+    """The files as one split, with ``datasets``' packaged builder of local files; CSV cells
+    stay verbatim ("NA" is a word, not a gap).
+
+    ``Dataset.from_csv`` and its siblings run the same builders as ``load_dataset("csv",
+    ...)`` without its module lookup, which for every call sends a download-count request
+    to the Hub: 67 requests for BLiMP, 5-10 s of a run where the Hub cannot be reached
+    (bench/README.md), however local the files.  A file without records makes those
+    builders fail in three different ways (a bare StopIteration among them); that case is
+    told apart, only once they have failed, and named."""
+    readers: dict[str, tuple[Callable[..., datasets.Dataset], dict[str, Any]]] = {
+        "csv": (datasets.Dataset.from_csv, {"keep_default_na": False}),
+        "tsv": (datasets.Dataset.from_csv, {"keep_default_na": False, "sep": "\t"}),
+        "json": (datasets.Dataset.from_json, {}),
+        "parquet": (datasets.Dataset.from_parquet, {}),
+    }
+    read, kwargs = readers[fmt]
+    try:
+        return read([str(p) for p in paths], split=SPLIT, **kwargs)
+    except Exception:
+        empty = [p.name for p in paths if not _holds_records(p, fmt)]
+        if not empty:
+            raise
+        raise ValueError(
+            f"{', '.join(empty)}: no sentence pairs (the file holds no records)"
+        ) from None
+
+
+def _holds_records(path: Path, fmt: str) -> bool:
+    """Whether a pair file has a record: a line besides the header of a CSV/TSV, a
+    non-blank line of JSON Lines, a row of Parquet; compressed files as ``datasets`` reads
+    them."""
     if fmt == "parquet":
-        return datasets.Dataset.from_parquet, {}
-    raise ValueError(f"unknown data_format {fmt!r}; use one of {list(DATA_FORMATS)}")
+        return pyarrow.parquet.ParquetFile(path).metadata.num_rows > 0
+    needed = 1 if fmt == "json" else 2
+    with fsspec.open(str(path), "rt", compression="infer", encoding="utf-8") as handle:
+        return len(list(itertools.islice(filter(str.strip, handle), needed))) == needed
 
 
 def _rows_where(dataset: datasets.Dataset, where: Mapping[str, Any]) -> list[int]:
