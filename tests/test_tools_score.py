@@ -217,6 +217,16 @@ def test_no_sentences_or_another_inputs_output_are_refused(tmp_path, tiny_bert_d
         score_file(_sentences()[:2], tiny_bert_dir, out, scorers=bert_scorers)
 
 
+def test_ids_that_repeat_are_refused_before_anything_is_written(
+    tmp_path, tiny_bert_dir, bert_scorers
+):
+    """Rows are resumed by id: a repeated id would pass for a finished sentence."""
+    twins = [Sentence("1", "The cat sat."), Sentence("1", "A dog ran.")]
+    with pytest.raises(ValueError, match="Sentence ids are not unique"):
+        score_file(twins, tiny_bert_dir, tmp_path / "s.csv", scorers=bert_scorers)
+    assert list(tmp_path.iterdir()) == []
+
+
 def test_cli_score_stdin_and_file(tmp_path, tiny_bert_dir, capsys, monkeypatch):
     import io
 

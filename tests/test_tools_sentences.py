@@ -97,3 +97,14 @@ def test_a_text_longer_than_the_csv_modules_default_field_limit(tmp_path):
     finally:
         csv.field_size_limit(previous)
     assert sentence.text == long_text.strip()
+
+
+def test_a_missing_id_column_or_an_empty_text_is_named(tmp_path):
+    table = tmp_path / "s.csv"
+    table.write_text("item,sentence\na,The cat sat.\nb,\n")
+    with pytest.raises(ValueError, match=r"s.csv: no id column 'id'; columns are"):
+        read_sentences(str(table), id_column="id")
+    with pytest.raises(ValueError, match=r"s.csv: row 2 has an empty 'sentence'"):
+        read_sentences(str(table), id_column="item")
+    (tmp_path / "h.csv").write_text("item,sentence\n")
+    assert read_sentences(str(tmp_path / "h.csv")) == []
