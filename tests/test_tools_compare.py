@@ -389,6 +389,16 @@ def test_a_broken_result_file_is_named(results_dir, tmp_path, capsys):
     assert not (tmp_path / "lb").exists()
 
 
+def test_no_result_files_or_a_foreign_json_is_an_error(tmp_path):
+    """Named rather than skipped: a skipped file would drop a row without anyone noticing."""
+    with pytest.raises(ValueError, match=r"No lm-eval result files \(results_\*\.json\)"):
+        load_runs([tmp_path])
+    foreign = tmp_path / "results_x.json"
+    foreign.write_text('{"samples": []}')
+    with pytest.raises(ValueError, match=re.escape(f"{foreign} is not an lm-eval result file")):
+        load_runs([tmp_path])
+
+
 # ------------------------------------------------------------- real lm-eval result files
 
 
