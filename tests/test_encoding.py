@@ -3,8 +3,10 @@ tokens form a word, on those and sentencepiece-style pieces."""
 
 from __future__ import annotations
 
+import copy
 import itertools
 import re
+from types import SimpleNamespace
 
 import numpy as np
 import pytest
@@ -186,6 +188,52 @@ def whitespace_words(text: str, offsets) -> list[int]:
         inner = [i for i in range(start, end) if not text[i].isspace()]
         words.append(len(text[: inner[0] + 1].split()) - 1 if inner else -1)
     return words
+
+
+DIRECT_TEXTS = ["The hooligan wrecked the souvenir.", "A cat sat.", "Who should Derek hug?"]
+
+
+def ids_of(encodings) -> list[list[int]]:
+    return [list(e.ids) for e in encodings]
+
+
+def test_the_direct_rust_call_gives_what_the_tokenizer_gives(tokenizer):
+    expected = ids_of(tokenizer(DIRECT_TEXTS, add_special_tokens=False).encodings)
+    assert ids_of(encoding._rust_encodings(tokenizer, DIRECT_TEXTS)) == expected
+
+
+def test_settings_the_direct_call_cannot_see_take_the_tokenizers_own_call(tokenizer, monkeypatch):
+    """The Rust call is made directly only where it is what ``tokenizer(texts)`` makes:
+    not for a class with its own encoding step, and not when a first text comes out
+    otherwise than in the tokenizer's own call."""
+
+    class Shouting(type(tokenizer)):
+        """Upper-cases every text but the first, which the one ordinary call sees."""
+
+        def _encode_plus(self, text, *args, **kwargs):
+            if isinstance(text, list):
+                text = text[:1] + [t.upper() for t in text[1:]]
+            return super()._encode_plus(text, *args, **kwargs)
+
+    shouting = copy.deepcopy(tokenizer)
+    shouting.__class__ = Shouting
+    expected = ids_of(shouting(DIRECT_TEXTS, add_special_tokens=False).encodings)
+    assert expected != ids_of(tokenizer(DIRECT_TEXTS, add_special_tokens=False).encodings)
+    assert ids_of(encoding._rust_encodings(shouting, DIRECT_TEXTS)) == expected
+
+    reversed_ids = [
+        [*reversed(ids)]
+        for ids in ids_of(
+            tokenizer.backend_tokenizer.encode_batch(DIRECT_TEXTS, add_special_tokens=False)
+        )
+    ]
+    monkeypatch.setattr(
+        encoding,
+        "_encode_in_threads",
+        lambda backend, texts: [SimpleNamespace(ids=ids) for ids in reversed_ids],
+    )
+    expected = ids_of(tokenizer(DIRECT_TEXTS, add_special_tokens=False).encodings)
+    assert ids_of(encoding._rust_encodings(tokenizer, DIRECT_TEXTS)) == expected
 
 
 def test_split_words_at_whitespace_numbers_each_text_from_zero():
