@@ -94,6 +94,13 @@ CONFIGS: dict[str, dict[str, dict]] = {
             "attention_bias": True,
             "mlp_bias": True,
         },
+        # A vocabulary projection without a bias: the head's plain matrix product.
+        "unbiased_decoder": {
+            "global_attn_every_n_layers": 1,
+            "local_attention": 8,
+            "pad_token_id": 0,
+            "decoder_bias": False,
+        },
     },
 }
 
