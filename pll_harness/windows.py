@@ -1,8 +1,10 @@
 """Split a token sequence that is longer than the model accepts into scoring windows.
 
 Every target token is scored in exactly one window, and each window is as wide as the model
-allows, with its targets in the middle, so every token sees as much context on both sides
-as the length limit permits.
+allows, with its targets (half the window) in the middle, so every token sees a quarter of
+the window or more on each side where the text has it.  Each target needs a masked copy of
+its own whatever the windows, so narrower chunks would cost no more forward passes, only
+more sequences to plan (README "Request semantics").
 """
 
 from __future__ import annotations
