@@ -102,8 +102,9 @@ class Work:
     """Everything one scoring run does.
 
     ``slot_source[s]`` is the slot whose result answers slot ``s``: itself, or the twin
-    of a duplicate sequence.  ``truncated`` counts texts whose context was cut on the left
-    so that their whole continuation fits.
+    of a duplicate sequence.  ``truncated`` counts texts whose context was cut on the left,
+    that is whose first tokens no window shows: so that the whole continuation fits, or
+    before a continuation scored in windows, whose first window shows only the end of it.
     """
 
     metric: Metric
@@ -225,7 +226,7 @@ def _sequences(encodings: Encodings, capacity: int) -> tuple[_Sequences, int]:
     for text in np.flatnonzero(scored & (lengths > capacity)).tolist():
         flags = encodings.scored[encodings.offsets[text] : encodings.offsets[text + 1]]
         windows = plan_windows(int(lengths[text]), int(np.argmax(flags)), capacity)
-        truncated += len(windows) == 1
+        truncated += windows[0].start > 0
         columns.append(
             tuple(
                 np.array(values, dtype=np.int64)
