@@ -15,17 +15,22 @@ reference's.
 
 from __future__ import annotations
 
+import csv
+import json
 import logging
 from dataclasses import dataclass
 
 import pytest
 import torch
 from conftest import TINY_MODELS_DIR
+from lm_eval.api.instance import Instance
 from reference_pll import float64_model, masked_set
 from transformers import AutoModelForMaskedLM, AutoTokenizer
 
+from pll_harness.lm import PLLMaskedLM
 from pll_harness.metrics import PLL_METRICS
 from pll_harness.scorer import PLLScorer
+from pll_harness.tools.cli import main as cli_main
 
 TOKEN_TOLERANCE = 2e-5
 
@@ -345,3 +350,40 @@ def test_the_position_table_alone_sets_the_limit(fixture):
     texts = [exact_text(tokenizer, length - specials) for length in (64, 65, 320)]
     expected = scorer_for(fixture).score(texts)
     assert scorer.score(texts) == expected
+
+
+def test_token_log_and_token_file_list_every_windowed_token_in_order(fixture, tmp_path):
+    """lm-eval's token log and ``pll-harness score --tokens``: one entry per token of a
+    text scored in windows, in the text's order, with the scorer's log-probabilities."""
+    tokenizer, path = fixture.tokenizer, fixture.tokenizer.name_or_path
+    texts = [exact_text(tokenizer, 200), exact_text(tokenizer, 130, 1)]
+    scores = scorer_for(fixture).score(texts)
+    encodings = [tokenizer(text, add_special_tokens=False) for text in texts]
+
+    log = tmp_path / "tokens.jsonl"
+    lm = PLLMaskedLM(pretrained=path, device="cpu", token_log=str(log))
+    requests = [
+        Instance("loglikelihood_rolling", {}, (text,), index) for index, text in enumerate(texts)
+    ]
+    lm.loglikelihood_rolling(requests, disable_tqdm=True)
+    records = [json.loads(line) for line in log.read_text().splitlines()]
+    for record, encoding, score in zip(records, encodings, scores, strict=True):
+        assert record["tokens"] == tokenizer.convert_ids_to_tokens(encoding["input_ids"])
+        assert record["token_logprobs"] == pytest.approx(score.token_logprobs, abs=1e-6)
+
+    sentences, token_file = tmp_path / "texts.txt", tmp_path / "tokens.csv"
+    sentences.write_text("\n".join(texts) + "\n")
+    output = tmp_path / "scores.csv"
+    arguments = ["score", "--model", path, str(sentences), "-o", str(output)]
+    assert (
+        cli_main([*arguments, "--tokens", str(token_file), "--device", "cpu", "--no-progress"]) == 0
+    )
+    rows = list(csv.DictReader(token_file.open()))
+    identifiers = [row["id"] for row in csv.DictReader(output.open())]
+    for identifier, encoding, score in zip(identifiers, encodings, scores, strict=True):
+        mine = [row for row in rows if row["id"] == identifier]
+        assert [int(row["token_index"]) for row in mine] == list(range(len(encoding["input_ids"])))
+        assert [int(row["token_id"]) for row in mine] == encoding["input_ids"]
+        assert [int(row["word_index"]) for row in mine] == encoding.word_ids()
+        lp = [float(row["lp_word_l2r"]) for row in mine]
+        assert lp == pytest.approx(score.token_logprobs, abs=1e-6)
