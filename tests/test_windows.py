@@ -50,3 +50,23 @@ def test_long_continuation_gets_centred_overlapping_windows():
 def test_capacity_must_be_positive():
     with pytest.raises(ValueError, match="capacity"):
         plan_windows(5, 0, 0)
+
+
+@pytest.mark.parametrize(("n_tokens", "first_target", "capacity"), CASES)
+def test_windowed_targets_sit_in_the_middle_of_full_windows(n_tokens, first_target, capacity):
+    """README: windows of the maximum length, chunks of half of it in their middle (the
+    window moved inward only where the text ends)."""
+    windows = plan_windows(n_tokens, first_target, capacity)
+    if n_tokens - first_target <= capacity:
+        assert len(windows) == 1
+        return
+    chunks = [w.target_end - w.target_start for w in windows]
+    assert chunks[:-1] == [max(1, capacity // 2)] * (len(windows) - 1)
+    assert chunks[-1] <= max(1, capacity // 2)
+    for w in windows:
+        assert w.end - w.start == capacity
+        left, right = w.target_start - w.start, w.end - w.target_end
+        if w.start > 0 and w.end < n_tokens:
+            assert abs(left - right) <= 1
+        else:
+            assert (w.start == 0 and left <= right + 1) or (w.end == n_tokens and right <= left + 1)
