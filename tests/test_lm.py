@@ -125,6 +125,22 @@ def test_model_without_mask_token_is_refused(model_dir):
         PLLMaskedLM(pretrained=model, tokenizer=tokenizer, device="cpu")
 
 
+def test_a_loaded_model_takes_a_loaded_tokenizer(model_dir):
+    """From Python, ``pretrained`` may be a model object; its tokenizer must come as one
+    too (a name would load a tokenizer that may not be the model's)."""
+    tokenizer = AutoTokenizer.from_pretrained(model_dir)
+    model = AutoModelForMaskedLM.from_pretrained(model_dir)
+    for missing in (None, str(model_dir)):
+        with pytest.raises(ValueError, match="Pass the tokenizer object along with a loaded"):
+            PLLMaskedLM(pretrained=model, tokenizer=missing, device="cpu")
+    lm = PLLMaskedLM(pretrained=model, tokenizer=tokenizer, device="cpu")
+    by_name = PLLMaskedLM(pretrained=model_dir, device="cpu")
+    request = [instance("loglikelihood", ("", "The cat sat."))]
+    assert lm.loglikelihood(request)[0][0] == pytest.approx(
+        by_name.loglikelihood(request)[0][0], abs=1e-5
+    )
+
+
 def test_causal_lm_is_refused_with_advice(tmp_path, tiny_bert_dir):
     GPT2LMHeadModel(GPT2Config(n_layer=1, n_embd=16, n_head=2, vocab_size=50)).save_pretrained(
         tmp_path
