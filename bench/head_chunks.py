@@ -2,14 +2,16 @@
 
     python bench/head_chunks.py
 
-Each chunk does what the runner does with it (``pll_harness.runner``): the projection
-into a logits buffer (``addmm(out=)``), a float32 log-softmax into a second buffer and its
-row maximum.  Every chunk reads the projection's whole ``vocab x width`` weight, so with a
-large vocabulary a chunk of few rows is bound by that read: the table shows the time per
-row falling as chunks grow, which is what ``HEAD_MIN_ROWS`` rests on.
+Each chunk does what the runner does with it for a float32 model (``pll_harness.runner``):
+the projection into a logits buffer (``addmm(out=)``), the log-softmax written over that
+buffer, and its row maximum.  Every chunk reads the projection's whole ``vocab x width``
+weight, so with a large vocabulary a chunk of few rows is bound by that read: the table
+shows the time per row falling as chunks grow, which is what ``HEAD_MIN_ROWS`` rests on.
 """
 
 from __future__ import annotations
+
+import argparse
 
 import pll_bench
 import torch
@@ -28,17 +30,17 @@ CASES = [
 def per_chunk_seconds(rows: int, weight: torch.Tensor, bias: torch.Tensor) -> float:
     hidden = torch.randn(rows, weight.shape[1])
     logits = torch.empty(rows, weight.shape[0])
-    logprobs = torch.empty(rows, weight.shape[0])
 
     def chunk() -> None:
         torch.addmm(bias, hidden, weight.t(), out=logits)
-        torch.log_softmax(logits, -1, out=logprobs)
-        logprobs.amax(-1)
+        torch.log_softmax(logits, -1, out=logits)
+        logits.amax(-1)
 
     return pll_bench.seconds_per_call(chunk, repeats=5)
 
 
 def main() -> None:
+    argparse.ArgumentParser(description=__doc__.splitlines()[0]).parse_args()
     reuse_freed_blocks()
     torch.manual_seed(0)
     print(f"torch {torch.__version__}, {torch.get_num_threads()} threads, float32")

@@ -37,6 +37,7 @@ Run from the repository root, in the main venv (transformers 5), about 3 minutes
 
 from __future__ import annotations
 
+import argparse
 import json
 import math
 import string
@@ -204,9 +205,12 @@ def build(out_root: Path) -> None:
 
 def main() -> None:
     """Build the fixture on one CPU thread, deterministically."""
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--out", type=Path, default=FIXTURES / "models")
+    args = parser.parse_args()
     torch.set_num_threads(1)
     torch.use_deterministic_algorithms(True)
-    build(FIXTURES / "models")
+    build(args.out)
 
 
 if __name__ == "__main__":
