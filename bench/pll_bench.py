@@ -879,6 +879,7 @@ def markdown(report: dict[str, Any]) -> str:
 def write_lines(out_dir: Path, name: str, lines: list[str], suffix: str = "") -> Path:
     """Write a micro-benchmark's markdown to ``<out_dir>/<name>-<machine>-<date><suffix>.md``
     and say where."""
+    out_dir.mkdir(parents=True, exist_ok=True)
     day = dt.date.today().isoformat()
     out = out_dir / f"{name}-{machine_name('cpu')}-{day}{suffix}.md"
     out.write_text("\n".join(lines) + "\n")
