@@ -1,4 +1,4 @@
-"""Where the wall time of one ``lm_eval`` run goes: lm-eval's start-up, loading our model,
+r"""Where the wall time of one ``lm_eval`` run goes: lm-eval's start-up, loading our model,
 building the requests, our engine's steps, and lm-eval's work on the results.
 
     python bench/lm_eval_phases.py --model_args pretrained=DIR,pll_metric=word_l2r \

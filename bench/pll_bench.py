@@ -1,4 +1,4 @@
-"""Speed benchmark: our PLL engine against minicons, a baseline revision and the matmul peak.
+r"""Speed benchmark: our PLL engine against minicons, a baseline revision and the matmul peak.
 
     python bench/pll_bench.py                           # CPU (or CUDA when available)
     python bench/pll_bench.py --n 400 --metrics word_l2r --minicons-python /path/bin/python

@@ -1,4 +1,4 @@
-"""Wall time of one process against N data-parallel processes on the same lm-eval workload.
+r"""Wall time of one process against N data-parallel processes on the same lm-eval workload.
 
 Runs ``lm_eval --model pll-mlm`` once as a single process and once under
 ``accelerate launch --multi_gpu`` (--gpu) or ``torchrun`` (CPU, gloo) with N processes, on

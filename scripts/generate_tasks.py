@@ -1,4 +1,4 @@
-"""Regenerate the packaged pair data and the task YAMLs of every packaged benchmark.
+r"""Regenerate the packaged pair data and the task YAMLs of every packaged benchmark.
 
 Run from a checkout (developers only; the wheel ships the outputs, not the inputs)::
 

@@ -9,6 +9,7 @@ Usage (from the repository root):
 
     bench/.minicons-venv/bin/python scripts/minicons_reference.py \\
         --models tests/fixtures/models/tiny-bert-wordpiece tests/fixtures/models/tiny-roberta-bpe \\
+                 tests/fixtures/models/tiny-xlmr-unigram \\
         --sentences tests/fixtures/minicons_sentences.txt \\
         --metrics original word_l2r \\
         --out tests/fixtures/minicons_scores.json
