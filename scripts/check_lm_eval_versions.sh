@@ -12,8 +12,14 @@
 # tree whose version string lies outside our range, like 0.4.13.dev0, can still be tried).
 set -euo pipefail
 
+usage() { sed -n '2,12p' "$0"; }
+case ${1:-} in -h | --help)
+    usage
+    exit 0
+    ;;
+esac
 if [[ $# -lt 2 ]]; then
-    sed -n '2,12p' "$0"
+    usage >&2
     exit 2
 fi
 WORKDIR="$(realpath "$1")"

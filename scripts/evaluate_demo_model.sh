@@ -1,15 +1,27 @@
 #!/usr/bin/env bash
 # BLiMP (by phenomenon) and EventsAdapt results of the packaged demo model for all four PLL
-# metrics, through our own lm-eval tasks, and the leaderboard table quoted in README.md.
-#   bash scripts/evaluate_demo_model.sh [LIMIT]   # pairs per paradigm; default 100, "all" = 1000
+# metrics, through our own lm-eval tasks, and the leaderboard table that the model card
+# (pll_harness/models/pll-demo/README.md) quotes.
+#   bash scripts/evaluate_demo_model.sh [LIMIT [OUT]]
+#   LIMIT  pairs per paradigm; default 100, "all" = 1000
+#   OUT    where results and leaderboard go; default results/pll-demo (the committed ones)
+# Each metric's earlier results in OUT are replaced: lm-eval adds a file per run, and the
+# leaderboard would list runs of other limits beside this one.
 set -euo pipefail
+case ${1:-} in -h | --help)
+    sed -n '2,9p' "$0"
+    exit 0
+    ;;
+esac
+out=${2:+$(realpath -m "$2")}
 cd "$(dirname "$0")/.."
 limit=${1:-100}
+out=${out:-results/pll-demo}
 limit_args=()
 [ "$limit" = all ] || limit_args=(--limit "$limit")
-out=results/pll-demo
 export HF_HUB_OFFLINE=1 HF_DATASETS_OFFLINE=1 TOKENIZERS_PARALLELISM=false
 for metric in original word_l2r whole_word sentence_l2r; do
+    rm -rf "${out:?}/$metric"
     lm_eval --model pll-mlm --model_args "pretrained=pll-demo,pll_metric=$metric" \
         --tasks blimp_pll,eventsadapt_pll --device cpu --batch_size auto \
         "${limit_args[@]}" --output_path "$out/$metric"

@@ -10,6 +10,11 @@
 # download gigabytes); we install it first, then minicons with a constraint that keeps torch at
 # that version and transformers below 5, and finally check that pip did not swap torch.
 set -euo pipefail
+case ${1:-} in -h | --help)
+    sed -n '2,11p' "$0"
+    exit 0
+    ;;
+esac
 
 DIR="${1:-$(cd "$(dirname "$0")/.." && pwd)/bench/.minicons-venv}"
 PYTHON="${PYTHON:-python3}"
