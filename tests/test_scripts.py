@@ -1,0 +1,182 @@
+"""bench/ and scripts/: every script still starts, and the parts that run in no other test
+still work.
+
+The scripts import the package's internals, which are refactored more often than the
+scripts are run: ``--help`` of every Python script fails when an import no longer resolves or
+its argument parser no longer builds (and a script without a parser, which would run the
+whole benchmark or rebuild a committed fixture instead, fails on the missing usage text).
+Shell scripts get ``bash -n``, and those in scripts/ a ``--help`` that changes nothing. What
+the benchmarks compute is checked on the committed tiny BERT: ``pll_bench``'s engine worker
+reads the planner's and runner's internals to count copies and time the steps.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import shutil
+import subprocess
+import sys
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from types import ModuleType
+
+import pytest
+import torch
+from conftest import REPO_ROOT, TINY_BERT_DIR
+
+PYTHON_SCRIPTS = sorted([*REPO_ROOT.glob("bench/*.py"), *REPO_ROOT.glob("scripts/*.py")])
+SHELL_SCRIPTS = sorted([*REPO_ROOT.glob("bench/*.sh"), *REPO_ROOT.glob("scripts/*.sh")])
+# scripts/*.sh whose --help is safe to run (bench/gpu*.sh install or download).
+SHELL_HELP = ["check_lm_eval_versions.sh", "evaluate_demo_model.sh", "make_minicons_venv.sh"]
+# Runs in minicons' venv (transformers<5, no pll_harness): scripts/make_minicons_venv.sh.
+MINICONS_PYTHON = REPO_ROOT / "bench" / ".minicons-venv" / "bin" / "python"
+IN_MINICONS_VENV = {"minicons_reference.py"}
+OFFLINE = {**os.environ, "HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1"}
+DEMO_METRICS = ["original", "sentence_l2r", "whole_word", "word_l2r"]
+
+
+def _help(script: Path) -> subprocess.CompletedProcess[str] | None:
+    python = MINICONS_PYTHON if script.name in IN_MINICONS_VENV else Path(sys.executable)
+    if not python.is_file():
+        return None
+    return subprocess.run(
+        [str(python), str(script), "--help"], cwd=REPO_ROOT, env=OFFLINE,
+        capture_output=True, text=True, timeout=180,
+    )  # fmt: skip
+
+
+@pytest.fixture(scope="module")
+def help_runs() -> dict[str, subprocess.CompletedProcess[str] | None]:
+    """Every Python script's ``--help``, four at a time: most of each is importing torch,
+    transformers or lm-eval."""
+    with ThreadPoolExecutor(max_workers=4) as pool:
+        runs = pool.map(_help, PYTHON_SCRIPTS)
+        return {str(s.relative_to(REPO_ROOT)): r for s, r in zip(PYTHON_SCRIPTS, runs, strict=True)}
+
+
+@pytest.mark.parametrize("script", [str(s.relative_to(REPO_ROOT)) for s in PYTHON_SCRIPTS])
+def test_every_python_script_answers_help(help_runs, script):
+    done = help_runs[script]
+    if done is None:
+        pytest.skip(f"no {MINICONS_PYTHON.relative_to(REPO_ROOT)} (scripts/make_minicons_venv.sh)")
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert "usage:" in done.stdout, done.stdout[-3000:]
+
+
+@pytest.mark.parametrize("script", [str(s.relative_to(REPO_ROOT)) for s in SHELL_SCRIPTS])
+def test_every_shell_script_parses(script):
+    done = subprocess.run(["bash", "-n", script], cwd=REPO_ROOT, capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+
+
+@pytest.mark.parametrize("name", SHELL_HELP)
+def test_shell_scripts_in_scripts_answer_help_and_do_nothing_else(name, tmp_path):
+    done = subprocess.run(
+        ["bash", str(REPO_ROOT / "scripts" / name), "--help"], cwd=tmp_path,
+        capture_output=True, text=True, timeout=30,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert f"scripts/{name}" in done.stdout
+    assert not any(tmp_path.iterdir())
+
+
+def _load_pll_bench() -> ModuleType:
+    spec = importlib.util.spec_from_file_location("pll_bench", REPO_ROOT / "bench" / "pll_bench.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_micro_benchmarks_write_into_a_folder_that_does_not_exist_yet(tmp_path):
+    """host_steps.py and allocator_settings.py write their table last, after minutes of
+    measuring: a new ``--out-dir`` must not lose it."""
+    out = _load_pll_bench().write_lines(tmp_path / "new" / "folder", "steps", ["| a |", "| b |"])
+    assert out.parent == tmp_path / "new" / "folder"
+    assert out.read_text() == "| a |\n| b |\n"
+
+
+def test_pll_bench_engine_worker_counts_the_copies_the_plan_runs():
+    """The worker times the engine's steps through its internals and counts each text's
+    masked copies from the plan, which the FLOP count rests on. Under ``whole_word`` the
+    pieces of a word share one copy, so a text has a copy per word and a target per piece,
+    and the tokens run are the copies' lengths summed (no padding). Exact integers; the
+    scores must equal a plain ``score()``'s to 1e-5 nats."""
+    from transformers import AutoTokenizer
+
+    from pll_harness import PLLScorer
+
+    texts = ["The hooligan wrecked the souvenir.", "The traveler lost the souvenir.", "Dogs bark."]
+    tokenizer = AutoTokenizer.from_pretrained(TINY_BERT_DIR)
+    words = [len({w for w in tokenizer(t).word_ids() if w is not None}) for t in texts]
+    threads = torch.get_num_threads()
+    spec = {"model": str(TINY_BERT_DIR), "texts": texts, "threads": threads, "device": "cpu"}
+    spec |= {"metric": "whole_word", "dtype": "float32", "long_tokens": 48}
+    out = _load_pll_bench().worker_ours(spec)
+    assert torch.get_num_threads() == threads
+    assert out["copies"] == words and out["copies"] != out["targets"]
+    phases = out["phases"]
+    assert phases["copies"] == sum(words)
+    run = zip(out["copies"], out["lengths"], strict=True)
+    assert phases["tokens"] == sum(copies * length for copies, length in run)
+    assert {"tokenize", "plan", "run", "assemble"} <= phases.keys()
+    long = out["long"]
+    assert 0 < long["targets_scored"] <= long["targets_total"] and long["length"] <= 64
+    plain = PLLScorer.from_pretrained(str(TINY_BERT_DIR), pll_metric="whole_word").score(texts)
+    assert out["scores"] == pytest.approx([s.logprob for s in plain], abs=1e-5)
+
+
+def _stub(bin_dir: Path, name: str, body: str) -> None:
+    path = bin_dir / name
+    path.write_text(f'#!/bin/sh\necho "{name} $*" >> "{bin_dir}/calls"\n{body}')
+    path.chmod(0o755)
+
+
+def _evaluate_demo_model(tmp_path: Path, *args: str) -> tuple[Path, list[str]]:
+    """Run a copy of scripts/evaluate_demo_model.sh in a repository of its own under
+    ``tmp_path``, with stand-ins for lm_eval (writes one results file) and pll-harness;
+    return that repository and the commands the stand-ins received."""
+    repo, bin_dir = tmp_path / "repo", tmp_path / "bin"
+    (repo / "scripts").mkdir(parents=True)
+    bin_dir.mkdir()
+    shutil.copy(REPO_ROOT / "scripts" / "evaluate_demo_model.sh", repo / "scripts")
+    _stub(
+        bin_dir, "lm_eval",
+        'while [ $# -gt 0 ]; do [ "$1" = --output_path ] && out=$2; shift; done\n'
+        'mkdir -p "$out/pll-demo" && echo "{}" > "$out/pll-demo/results_new.json"\n',
+    )  # fmt: skip
+    _stub(bin_dir, "pll-harness", "")
+    env = {**os.environ, "PATH": f"{bin_dir}{os.pathsep}{os.environ['PATH']}"}
+    done = subprocess.run(
+        ["bash", str(repo / "scripts" / "evaluate_demo_model.sh"), *args], cwd=tmp_path,
+        env=env, capture_output=True, text=True, timeout=60,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stdout + done.stderr
+    return repo, (bin_dir / "calls").read_text().splitlines()
+
+
+def _results(folder: Path) -> list[str]:
+    return sorted(str(p.relative_to(folder)) for p in folder.rglob("results_*.json"))
+
+
+def test_evaluate_demo_model_replaces_the_earlier_results_it_updates(tmp_path):
+    """The model card's update step re-runs the script into the committed folder: lm-eval
+    adds a file per run, so without clearing, the folder and its leaderboard would hold the
+    old run beside the new one."""
+    old = tmp_path / "repo" / "results" / "pll-demo" / "word_l2r" / "pll-demo" / "results_old.json"
+    old.parent.mkdir(parents=True)
+    old.write_text("{}")
+    repo, calls = _evaluate_demo_model(tmp_path, "20")
+    out = repo / "results" / "pll-demo"
+    assert _results(out) == [f"{m}/pll-demo/results_new.json" for m in DEMO_METRICS]
+    assert sum("--limit 20 --output_path" in call for call in calls) == 4
+    assert calls[-1] == "pll-harness compare results/pll-demo -o results/pll-demo"
+
+
+def test_evaluate_demo_model_writes_to_out_relative_to_the_callers_folder(tmp_path):
+    repo, calls = _evaluate_demo_model(tmp_path, "all", "elsewhere")
+    assert _results(tmp_path / "elsewhere") == [
+        f"{m}/pll-demo/results_new.json" for m in DEMO_METRICS
+    ]
+    assert not (repo / "results").exists()
+    assert not any("--limit" in call for call in calls)
