@@ -236,6 +236,16 @@ def test_settings_the_direct_call_cannot_see_take_the_tokenizers_own_call(tokeni
     assert ids_of(encoding._rust_encodings(tokenizer, DIRECT_TEXTS)) == expected
 
 
+def test_words_of_a_script_without_spaces(tiny_bert_dir, tiny_sentencepiece_dir):
+    """README: WordPiece makes each CJK ideograph a word; a sentencepiece model keeps the
+    whole run between spaces as one word."""
+    text = "我喜欢猫 我们"
+    wordpiece = encode_requests(AutoTokenizer.from_pretrained(tiny_bert_dir), [("", text)])
+    unigram = encode_requests(AutoTokenizer.from_pretrained(tiny_sentencepiece_dir), [("", text)])
+    assert len(set(wordpiece.item(0).word_ids)) == 6
+    assert len(set(unigram.item(0).word_ids)) == 2
+
+
 def test_split_words_at_whitespace_numbers_each_text_from_zero():
     """One text's words as a sentencepiece tokenizer without split gives them, an empty
     text, then byte-level BPE's (a lone space token opens the word the next continues)."""
