@@ -8,6 +8,7 @@ import math
 import re
 from pathlib import Path
 
+import datasets
 import pytest
 
 from pll_harness.tasks import minimal_pairs as mp
@@ -153,6 +154,16 @@ def test_a_file_without_records_is_named(tmp_path: Path, name: str, content: str
         path.write_text(content, encoding="utf-8")
     with pytest.raises(ValueError, match=f"^{re.escape(name)}: no sentence pairs"):
         mp.load_minimal_pairs(str(path), good="g", bad="b")
+
+
+def test_a_reader_error_is_not_hidden_by_the_check_for_records(tmp_path: Path) -> None:
+    """A file the reader cannot read (not UTF-8) keeps the reader's error, not one from the
+    check for an empty file that runs after it."""
+    latin = tmp_path / "latin.csv"
+    latin.write_bytes("g,b\nCaf\xe9.,B.\n".encode("latin-1"))
+    with pytest.raises(datasets.exceptions.DatasetGenerationError) as error:
+        mp.load_minimal_pairs(str(latin), good="g", bad="b")
+    assert isinstance(error.value.__cause__, UnicodeDecodeError)
 
 
 def test_an_empty_file_among_several_is_named(tmp_path: Path) -> None:

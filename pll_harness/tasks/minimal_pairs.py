@@ -222,12 +222,16 @@ def _read(paths: list[Path], fmt: str) -> datasets.Dataset:
 def _holds_records(path: Path, fmt: str) -> bool:
     """Whether a pair file has a record: a line besides the header of a CSV/TSV, a
     non-blank line of JSON Lines, a row of Parquet; compressed files as ``datasets`` reads
-    them."""
-    if fmt == "parquet":
-        return pyarrow.parquet.ParquetFile(path).metadata.num_rows > 0
-    needed = 1 if fmt == "json" else 2
-    with fsspec.open(str(path), "rt", compression="infer", encoding="utf-8") as handle:
-        return len(list(itertools.islice(filter(str.strip, handle), needed))) == needed
+    them.  True where that cannot be told (a file that is not UTF-8, say), so that the
+    reader's own error stands."""
+    try:
+        if fmt == "parquet":
+            return pyarrow.parquet.ParquetFile(path).metadata.num_rows > 0
+        needed = 1 if fmt == "json" else 2
+        with fsspec.open(str(path), "rt", compression="infer", encoding="utf-8") as handle:
+            return len(list(itertools.islice(filter(str.strip, handle), needed))) == needed
+    except (OSError, ValueError):  # UnicodeDecodeError and pyarrow's ArrowInvalid included
+        return True
 
 
 def _rows_where(dataset: datasets.Dataset, where: Mapping[str, Any]) -> list[int]:
