@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import copy
 import itertools
@@ -13,10 +14,13 @@ from threading import Barrier, Thread
 
 import psutil
 import pytest
+import torch
+import torch.distributed as dist
 from conftest import GatheredGroup
 from lm_eval.api.instance import Instance
 from lm_eval_runs import BIN, run_checked, write_pair_task, write_rolling_task
 
+from pll_harness import distributed
 from pll_harness.distributed import (
     ProcessFailed,
     balance_by_cost,
@@ -155,6 +159,30 @@ def test_a_run_past_its_time_ends_workers_in_sessions_of_their_own(tmp_path):
     worker = int(pid_file.read_text())
     with contextlib.suppress(psutil.NoSuchProcess):
         assert psutil.Process(worker).status() == psutil.STATUS_ZOMBIE, "the worker lives on"
+
+
+def test_a_gloo_group_this_package_starts_is_destroyed_at_exit(monkeypatch):
+    """Left to the interpreter's shutdown, gloo's threads can abort a process that finished
+    before its peers (SIGABRT; torchrun then fails the run): the group is destroyed by an
+    exit handler while Python is still whole.  A group someone else started is theirs."""
+    calls = []
+    initialized = [False]
+    monkeypatch.setattr(dist, "is_initialized", lambda: initialized[0])
+    monkeypatch.setattr(dist, "init_process_group", lambda backend: calls.append(backend))
+    monkeypatch.setattr(dist, "get_rank", lambda: 0)
+    monkeypatch.setattr(dist, "get_world_size", lambda: 2)
+    monkeypatch.setattr(dist, "destroy_process_group", lambda: calls.append("destroyed"))
+    monkeypatch.setattr(atexit, "register", calls.append)
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+
+    distributed.ProcessGroup()
+    assert calls == ["gloo", distributed._destroy_process_group]
+    initialized[0] = True
+    distributed._destroy_process_group()
+    assert calls[-1] == "destroyed"
+    calls.clear()
+    distributed.ProcessGroup()  # started by someone else (accelerate, the user)
+    assert calls == []
 
 
 def test_processes_agree_on_the_smallest_token_budget():
