@@ -79,7 +79,7 @@ class LastLayer:
     that layer's output at ``(rows, positions)`` from its input ``hidden`` [copies, length,
     width], computed with the layer's own projections, normalisations and feed-forward
     block in eval mode, and the attention done here whatever the model's attention
-    implementation (``F.scaled_dot_product_attention``, or DeBERTa's disentangled scores):
+    implementation (written out for one query, or DeBERTa's disentangled scores):
     equal to the layer's output up to float rounding (1e-5 in
     tests/test_architectures.py).  Inputs carry no padding, so no attention mask is
     needed.
@@ -179,10 +179,27 @@ def _attend_from_targets(
     def per_head(states: torch.Tensor) -> torch.Tensor:
         return states.view(copies, length, heads, size).transpose(1, 2)[rows]
 
-    mixed = F.scaled_dot_product_attention(
+    mixed = _one_query_attention(
         queries.view(-1, heads, 1, size), per_head(key(hidden)), per_head(value(hidden))
     )
     return mixed.reshape(-1, heads * size)
+
+
+def _one_query_attention(
+    queries: torch.Tensor, keys: torch.Tensor, values: torch.Tensor
+) -> torch.Tensor:
+    """Attention of one query per target and head, ``[targets, heads, 1, size]``, over
+    keys and values ``[targets, heads, length, size]``, computed as transformers' eager
+    attention does (scores in the inputs' dtype, softmax in float32).
+
+    Written out rather than through ``F.scaled_dot_product_attention``: for bf16 and fp16
+    on an H100 (torch 2.11) that picked cuDNN's kernel, which fails with "mha_graph.execute
+    ... is_good()" at 65,536 targets or more (pytorch#181235), as a batch of short
+    sentences has, and builds a new graph for each new batch shape.  On the CPU the
+    written-out form is faster as well (bench/README.md)."""
+    scores = torch.matmul(queries, keys.transpose(-1, -2)) * queries.shape[-1] ** -0.5
+    weights = torch.softmax(scores, dim=-1, dtype=torch.float32).to(values.dtype)
+    return torch.matmul(weights, values)
 
 
 def _bert_last_layer(model: torch.nn.Module) -> LastLayer | None:
@@ -339,7 +356,7 @@ def _modernbert_last_layer(model: torch.nn.Module) -> LastLayer | None:
         cos, sin = cos[0, positions, None], sin[0, positions, None]
         queries = query.view(-1, heads, 1, size)
         queries, _ = apply_rotary_pos_emb(queries, queries, cos, sin)
-        mixed = F.scaled_dot_product_attention(queries, keys[rows], values[rows])
+        mixed = _one_query_attention(queries, keys[rows], values[rows])
         attended = hidden[rows, positions] + attention.Wo(mixed.reshape(-1, width))
         return base.final_norm(attended + layer.mlp(layer.mlp_norm(attended)))
 

@@ -280,3 +280,29 @@ def test_an_unlisted_fairseq_style_model_stops_before_its_padding_rows():
         model(input_ids=tokens(1, limit))
         with pytest.raises((IndexError, RuntimeError)):
             model(input_ids=tokens(1, limit + 1))
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+@pytest.mark.parametrize(("dtype", "tolerance"), [(torch.float32, 1e-4), (torch.bfloat16, 3e-2)])
+def test_the_last_layer_takes_more_targets_than_a_cuda_grid_dimension(dtype, tolerance):
+    """70,000 targets in one batch, on a GPU: short sentences make batches that large on
+    one without MAX_BATCH_ROWS, and whole_word puts several targets in a copy.  With
+    ``F.scaled_dot_product_attention``, torch 2.11 ran this one-query attention in bf16 on
+    cuDNN's kernel, which failed from 65,536 targets on (pytorch#181235)."""
+    config = transformers.BertConfig(
+        vocab_size=VOCAB,
+        hidden_size=128,
+        num_hidden_layers=2,
+        num_attention_heads=2,
+        intermediate_size=256,
+    )
+    torch.manual_seed(0)
+    model = transformers.BertForMaskedLM(config).eval().to("cuda", dtype)
+    parts = split_masked_lm(model)
+    input_ids = tokens(70_000, 8).cuda()
+    rows = torch.arange(70_000, device="cuda")
+    cols = rows % 8
+    with torch.no_grad():
+        full = model(input_ids=input_ids).logits[rows, cols].float()
+        gathered = parts.head(parts.states(input_ids, rows, cols)).float()
+    torch.testing.assert_close(gathered, full, atol=tolerance, rtol=tolerance)
