@@ -34,6 +34,12 @@ from pll_harness.masking import NO_WORD
 from pll_harness.metrics import Metric
 from pll_harness.windows import plan_windows
 
+MAX_BATCH_ROWS = (1 << 16) - 1
+"""Most copies in one forward pass.  CUDA kernels put the batch on a grid dimension of at
+most 65,535 blocks, and cuDNN's attention fails from 65,536 on (pytorch#181235); on a large
+GPU the token budget (:func:`pll_harness.scorer.default_batch_tokens`) allows 174,762
+copies of a six-token sentence.  65,535 short copies still fill an H100."""
+
 PLAN_CHUNK_ELEMENTS = 1 << 24
 """Mask elements (targets x length) worked on at once while planning, to bound memory on
 long inputs: a 512-token window has 512 targets, i.e. 262,144 elements per sequence."""
@@ -41,15 +47,16 @@ long inputs: a 512-token window has 512 targets, i.e. 262,144 elements per seque
 
 @dataclass(frozen=True)
 class Batching:
-    """How copies are packed: at most ``max_batch_tokens`` tokens per forward pass, and,
-    when ``batch_size`` is set, the copies of at most that many sequences (lm-eval's
-    ``batch_size`` counts requests; a sequence's copies are what one request costs)."""
+    """How copies are packed: at most ``max_batch_tokens`` tokens and MAX_BATCH_ROWS copies
+    per forward pass, and, when ``batch_size`` is set, the copies of at most that many
+    sequences (lm-eval's ``batch_size`` counts requests; a sequence's copies are what one
+    request costs)."""
 
     max_batch_tokens: int
     batch_size: int | None = None
 
     def rows_for(self, length: int) -> int:
-        return max(1, self.max_batch_tokens // max(length, 1))
+        return max(1, min(self.max_batch_tokens // max(length, 1), MAX_BATCH_ROWS))
 
 
 @dataclass(frozen=True)

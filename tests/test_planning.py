@@ -128,6 +128,15 @@ def test_every_copy_is_in_exactly_one_batch_within_the_limits(tokenizer, batch_s
     assert len(work.batches) > 3  # the budget forces several batches
 
 
+def test_no_batch_holds_more_copies_than_a_cuda_grid_dimension(tokenizer, monkeypatch):
+    """A GPU's token budget allows far more short copies than the 65,535 rows that CUDA
+    kernels (cuDNN's attention among them) accept in one batch."""
+    assert Batching(1 << 20).rows_for(6) == planning.MAX_BATCH_ROWS == 65535
+    monkeypatch.setattr(planning, "MAX_BATCH_ROWS", 3)
+    _, work = planned(tokenizer, "word_l2r", batching=Batching(1 << 20))
+    assert max(batch.stop - batch.first for batch in work.batches) == 3
+
+
 def test_whole_word_shares_one_copy_per_word(tokenizer):
     """`ho ##ol ##ig ##an` is one word: whole_word scores its 4 pieces from one copy."""
     _, whole = planned(tokenizer, "whole_word", requests=[("", "The hooligan wrecked it.")])
