@@ -10,6 +10,7 @@ before the next is sent, and progress is read from CUDA events.
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import logging
 from collections import deque
@@ -42,6 +43,26 @@ buffer grows accordingly: 32 MB at 250,002 words in float32."""
 BATCHES_IN_FLIGHT = 8
 """How many batches the host may send ahead of a GPU: enough to keep it busy while the
 next inputs are built, few enough that their pinned input buffers stay small."""
+
+
+def attention_kernels(device: torch.device) -> contextlib.AbstractContextManager:
+    """The scaled-dot-product attention kernels a run may use: on CUDA all but cuDNN's.
+
+    On an H100 (torch 2.11) SDPA chose cuDNN's kernel for bf16, which builds a graph for
+    each new input shape, and every length and batch size of a run is one: the first
+    ``score()`` of 2,000 BLiMP sentences took 1.50 s against 0.22 s for the same batches
+    again, all of BLiMP 1.5 s more than its steps (bench/README.md).  cuDNN's kernel also
+    fails from 65,536 rows on (pytorch#181235).  Flash and memory-efficient attention build
+    nothing per shape.  torch before 2.3 has no way to choose, and no cuDNN kernel by
+    default."""
+    if device.type != "cuda":
+        return contextlib.nullcontext()
+    try:
+        from torch.nn.attention import SDPBackend, sdpa_kernel
+    except ImportError:
+        return contextlib.nullcontext()
+    backends = [SDPBackend.FLASH_ATTENTION, SDPBackend.EFFICIENT_ATTENTION, SDPBackend.MATH]
+    return sdpa_kernel(backends)
 
 
 @dataclass(frozen=True)
@@ -97,12 +118,13 @@ class PLLRunner:
         buffers = _ChunkBuffers()
         length = None
         try:
-            for position, batch in enumerate(batches):
-                previous, length = length, work.groups[batch.group].length
-                if self.cpu and length != previous:
-                    release_free_memory()
-                self._score_within_memory(work, batch, scores, buffers)
-                done.launched(position)
+            with attention_kernels(self.device):
+                for position, batch in enumerate(batches):
+                    previous, length = length, work.groups[batch.group].length
+                    if self.cpu and length != previous:
+                        release_free_memory()
+                    self._score_within_memory(work, batch, scores, buffers)
+                    done.launched(position)
             done.finish()
         finally:
             del buffers  # so that the release below returns them too

@@ -11,6 +11,7 @@ relative: a few units in the last place of log-probabilities near -10).
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import logging
 import weakref
@@ -288,3 +289,45 @@ def test_a_single_copy_that_does_not_fit_is_an_error(scorer, monkeypatch):
     out_of_memory_above(scorer, monkeypatch, limit=1)
     with pytest.raises(torch.cuda.OutOfMemoryError):
         scorer.runner.run(work)
+
+
+def test_cuda_runs_leave_out_cudnn_attention_and_restore_the_choice():
+    """cuDNN's SDPA kernel builds a graph for each new batch shape, and a run has one per
+    length and batch size (a first bf16 run 7x slower than the next on an H100): a CUDA
+    run excludes it, and afterwards the user's settings are back.  The flags are global,
+    so this runs without a GPU."""
+    backends = torch.backends.cuda
+    before = (backends.cudnn_sdp_enabled(), backends.flash_sdp_enabled())
+    with runner_module.attention_kernels(torch.device("cuda")):
+        assert not backends.cudnn_sdp_enabled()
+        assert backends.flash_sdp_enabled() and backends.mem_efficient_sdp_enabled()
+        assert backends.math_sdp_enabled()
+    assert (backends.cudnn_sdp_enabled(), backends.flash_sdp_enabled()) == before
+    backends.enable_cudnn_sdp(True)
+    try:
+        with runner_module.attention_kernels(torch.device("cpu")):
+            assert backends.cudnn_sdp_enabled()
+    finally:
+        backends.enable_cudnn_sdp(before[0])
+
+
+def test_every_batch_runs_inside_the_devices_attention_choice(scorer, monkeypatch):
+    chosen = []
+
+    @contextlib.contextmanager
+    def recording(device):
+        chosen.append(device)
+        yield
+        chosen.append("left")
+
+    def states(*args):
+        assert chosen == [scorer.runner.device]  # inside the choice
+        return real_states(*args)
+
+    real_states = scorer.runner.parts.states
+    monkeypatch.setattr(runner_module, "attention_kernels", recording)
+    parts = dataclasses.replace(scorer.runner.parts, states=states)
+    monkeypatch.setattr(scorer.runner, "parts", parts)
+    _, work = planned(scorer)
+    scorer.runner.run(work)
+    assert chosen == [scorer.runner.device, "left"]
