@@ -92,6 +92,8 @@ ARCHITECTURES = {
     },
 }
 WARMUP_SENTENCES = 8
+TOP_KERNELS = 12
+"""GPU kernels listed by their time in the profiled run, largest first."""
 
 
 # --------------------------------------------------------------------------------------
@@ -392,8 +394,13 @@ def _phases(
             scorer.runner.run(work)
             torch.cuda.synchronize()
             wall = time.perf_counter() - start
-        busy = sum(event.self_device_time_total for event in prof.key_averages()) / 1e6
+        events = prof.key_averages()
+        busy = sum(event.self_device_time_total for event in events) / 1e6
         phases["gpu_busy_share_of_run"] = busy / wall
+        top = sorted(events, key=lambda event: event.self_device_time_total, reverse=True)
+        phases["gpu_top_kernels"] = [
+            [event.key[:90], event.self_device_time_total / 1e6] for event in top[:TOP_KERNELS]
+        ]
     per_slot = np.zeros(work.n_slots)
     for group in work.groups:
         first = np.ones(group.target_copy.shape[0], dtype=bool)
@@ -851,6 +858,17 @@ def markdown(report: dict[str, Any]) -> str:
                 f"{p['run']:.2f} | {p['assemble']:.2f} | {p['batches']} | {p['copies']} | "
                 f"{p['tokens']} | {_cell(busy and 100 * busy, '.0f')}{'%' if busy else ''} |"
             )
+    for row in (row for row in phased if row["phases"].get("gpu_top_kernels")):
+        lines += [
+            "",
+            f"GPU time by kernel ({row['metric']}, {row['dtype']}, the profiled run; "
+            f"the {TOP_KERNELS} largest):",
+            "",
+            "| kernel | s |",
+            "| --- | ---: |",
+        ]
+        kernels = row["phases"]["gpu_top_kernels"]
+        lines += [f"| `{name}` | {seconds:.3f} |" for name, seconds in kernels]
     for row in (row for row in report["rows"] if "long" in row):
         long = row["long"]
         lines.append("")

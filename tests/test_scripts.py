@@ -13,6 +13,7 @@ reads the planner's and runner's internals to count copies and time the steps.
 from __future__ import annotations
 
 import importlib.util
+import json
 import os
 import shutil
 import subprocess
@@ -180,3 +181,17 @@ def test_evaluate_demo_model_writes_to_out_relative_to_the_callers_folder(tmp_pa
     ]
     assert not (repo / "results").exists()
     assert not any("--limit" in call for call in calls)
+
+
+def test_pll_bench_report_lists_the_profiled_gpu_kernels():
+    """The GPU step's report must render its kernel table: a crash there costs a device
+    call."""
+    pll_bench = _load_pll_bench()
+    committed = REPO_ROOT / "bench" / "results" / "amd-epyc-2cpu-2026-11-23-nano-all.json"
+    report = json.loads(committed.read_text())
+    phases = report["rows"][0]["phases"]
+    phases["gpu_busy_share_of_run"] = 0.99
+    phases["gpu_top_kernels"] = [["ampere_bf16_s16816gemm", 4.25], ["vectorized_elementwise", 1.5]]
+    text = pll_bench.markdown(report)
+    assert "| 99% |" in text
+    assert "| `ampere_bf16_s16816gemm` | 4.250 |" in text
