@@ -3,7 +3,8 @@
 # after `bash bench/gpu_wheels.sh` has put the wheels it installs in .whl (the device tool's
 # machines have no network: carry .whl). bench/README.md gives the device calls to make.
 #
-#   bash bench/gpu.sh [STEP ...]      # STEP: sample, all, lm_eval, bf16 or everything (default)
+#   bash bench/gpu.sh [STEP ...]      # STEP: sample, all, lm_eval, bf16, attention or everything
+#                                     # (default: all five)
 #
 #   sample   ours vs minicons on 2,000 seeded BLiMP sentences, fp32 and bf16, word_l2r
 #   all      all 134,000 BLiMP sentences through PLLScorer.score, bf16, SDPA then eager
@@ -11,6 +12,8 @@
 #   lm_eval  `lm_eval --model pll-mlm ... --tasks blimp_pll` end to end, wall time, and where it
 #            goes (bench/lm_eval_phases.py, which runs lm-eval's command line in-process)
 #   bf16     bf16 against fp32 on all BLiMP pairs with the packaged pll-demo (decision flips)
+#   attention  all of BLiMP through the runner with each SDPA kernel alone, the runner's own
+#            choice and eager attention, twice each (bench/attention_gpu.py)
 #
 # A step that fails does not stop the next ones; the exit status is 1 if any failed. All
 # steps together stop after BUDGET_S seconds (default 540, inside the device tool's 10
@@ -32,10 +35,10 @@ cd "$(dirname "$0")/.."
 STEPS=("${@:-everything}")
 for step in "${STEPS[@]}"; do
     case $step in
-    sample | all | lm_eval | bf16) ;;
-    everything) STEPS=(sample all lm_eval bf16) ;;
+    sample | all | lm_eval | bf16 | attention) ;;
+    everything) STEPS=(sample all lm_eval bf16 attention) ;;
     *)
-        echo "usage: bash bench/gpu.sh [sample|all|lm_eval|bf16|everything ...]" >&2
+        echo "usage: bash bench/gpu.sh [sample|all|lm_eval|bf16|attention|everything ...]" >&2
         exit 2
         ;;
     esac
@@ -189,6 +192,13 @@ bf16() {
         --out-dir "$RESULTS"
 }
 
+attention() {
+    local size=()
+    [[ -z ${ALL_N:-} ]] || size=(--n "$ALL_N")
+    run attention.log "$PY" bench/attention_gpu.py --device "$DEVICE" "${size[@]}" \
+        --out-dir "$RESULTS"
+}
+
 # The markdown tables a step wrote, for the summary.
 tables() {
     case $1 in
@@ -196,6 +206,7 @@ tables() {
     all) ls "$RESULTS"/*-all-sdpa.md "$RESULTS"/*-all-eager.md ;;
     lm_eval) ls "$RESULTS"/lm_eval-phases.md ;;
     bf16) ls "$RESULTS"/bf16-vs-fp32-*.md ;;
+    attention) ls "$RESULTS"/attention-gpu-*.md ;;
     esac 2>/dev/null || true
 }
 
