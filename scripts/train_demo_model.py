@@ -73,7 +73,7 @@ DEFAULT_OUT = REPO_ROOT / "pll_harness" / "models" / "pll-demo"
 BLIMP_DIR = REPO_ROOT / "pll_harness" / "tasks" / "data" / "blimp"
 BLIMP_REPORTED = 100  # pairs per paradigm that reported numbers use; the dev sample skips them
 EXIT_RESUMABLE = 75  # stopped early with a checkpoint saved: run the same command again
-PROBE_WARMUP, PROBE_STEPS = 5, 40  # --fit-minutes: untimed, then timed steps of the speed probe
+PROBE_STEPS = 40  # --fit-minutes: timed steps of the speed probe, after one of each batch length
 PROBE_MARGIN = 0.1  # --fit-minutes: the share of the time left that is kept for slower steps
 
 # What a checkpoint must agree on to be resumed (the model, the schedule and the data).
@@ -383,12 +383,27 @@ def fit_steps(model, data, tok, device, amp: bool, args, t_run: float) -> int:
     return steps
 
 
+def probe_batches(batches: list[list[int]], lengths: torch.Tensor) -> tuple[list, list]:
+    """The speed probe's untimed and timed batches: first one batch of each padded length
+    the epoch has, then ``PROBE_STEPS`` batches.
+
+    On an H100 the first steps of each new input shape are slow (bf16 attention builds a
+    kernel graph per shape there): after 5 untimed steps the probe measured 236 ms a step,
+    the training then ran at about 34, and ``--fit-minutes 6`` trained for 33 s."""
+    untimed = {}
+    for batch in batches:
+        untimed.setdefault(int(lengths[batch].max()), batch)
+    timed = [batches[i % len(batches)] for i in range(PROBE_STEPS)]
+    return list(untimed.values()), timed
+
+
 def probe_speed(model, data, tok, device, amp: bool, args) -> tuple[float, float]:
-    """Seconds per training step (``PROBE_STEPS`` timed after ``PROBE_WARMUP`` untimed ones)
-    and per held-out evaluation, measured on a copy of the model with its own optimiser and
-    random generator, thrown away after: the training then starts from the untouched model and
-    random state, so a run given the resulting ``--steps`` trains bitwise the same model.
-    Dropout draws from the global generators, which are therefore restored after the probe."""
+    """Seconds per training step (``PROBE_STEPS`` timed after one untimed step per batch
+    length, see ``probe_batches``) and per held-out evaluation, measured on a copy of the
+    model with its own optimiser and random generator, thrown away after: the training then
+    starts from the untouched model and random state, so a run given the resulting
+    ``--steps`` trains bitwise the same model.  Dropout draws from the global generators,
+    which are therefore restored after the probe."""
     with torch.random.fork_rng(devices=[device] if device.type == "cuda" else []):
         return _probe_speed(model, data, tok, device, amp, args)
 
@@ -405,14 +420,15 @@ def _probe_speed(model, data, tok, device, amp: bool, args) -> tuple[float, floa
         if device.type == "cuda":
             torch.cuda.synchronize(device)
 
+    untimed, timed = probe_batches(batches, data["lengths"].long())
     t0 = 0.0
-    for i in range(PROBE_WARMUP + PROBE_STEPS):
-        if i == PROBE_WARMUP:
+    for i, idx in enumerate(untimed + timed):
+        if i == len(untimed):
             sync()
             t0 = time.time()
         batch = make_batch(
-            data["tokens"], data["starts"], batches[i % len(batches)], pad_id, mask_id,
-            tok.get_vocab_size(), len(SPECIALS), gen,
+            data["tokens"], data["starts"], idx, pad_id, mask_id, tok.get_vocab_size(),
+            len(SPECIALS), gen,
         )  # fmt: skip
         train_step(probe, opt, batch, device, amp)
     sync()

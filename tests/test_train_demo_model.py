@@ -154,16 +154,30 @@ def without(argv: list[str], *flags: str) -> list[str]:
     return [a for i, a in enumerate(argv) if i not in drop]
 
 
+def test_the_speed_probe_times_steps_only_after_one_of_each_batch_length(train, monkeypatch):
+    """Each new input shape is slow at first on a GPU, so that a probe timing the first
+    steps chose a seventh of the steps an H100 had time for: the untimed steps cover every
+    padded length of the epoch, once each."""
+    monkeypatch.setattr(train, "PROBE_STEPS", 5)
+    lengths = torch.tensor([3, 9, 9, 4, 7, 3, 9, 2])
+    batches = [[0, 3], [1, 2], [5, 7], [4, 0], [6, 3]]  # padded to 4, 9, 3, 7, 9
+    untimed, timed = train.probe_batches(batches, lengths)
+    assert untimed == [[0, 3], [1, 2], [5, 7], [4, 0]]
+    assert timed == batches
+    monkeypatch.setattr(train, "PROBE_STEPS", 7)
+    assert train.probe_batches(batches, lengths)[1] == batches + batches[:2]
+
+
 @pytest.mark.parametrize("dropout", ["0.0", "0.1"])
 def test_fit_minutes_trains_the_model_of_the_steps_it_chose(
     train, data, tmp_path, monkeypatch, dropout
 ):
-    """The real probe runs (on its copy, for 3 steps); the speed it reports is replaced by
-    3 s a step, so that the steps depend on the clock only through the run's start-up
-    (under 45 s), and stay few enough to train twice in seconds.  With dropout, the probe's
-    steps draw from the global random generator, which the training must find untouched."""
+    """The real probe runs (on its copy, 2 timed steps after its untimed ones); the speed it
+    reports is replaced by 3 s a step, so that the steps depend on the clock only through
+    the run's start-up (under 45 s), and stay few enough to train twice in seconds.  With
+    dropout, the probe's steps draw from the global random generator, which the training
+    must find untouched."""
     probe = train.probe_speed
-    monkeypatch.setattr(train, "PROBE_WARMUP", 1)
     monkeypatch.setattr(train, "PROBE_STEPS", 2)
     monkeypatch.setattr(train, "probe_speed", lambda *a: (probe(*a), (3.0, 0.0))[1])
     base = [*without(TINY, "--steps", "--eval-every"), "--eval-every", "50", "--dropout", dropout]
