@@ -102,18 +102,30 @@ class ProcessGroup:
         torch.distributed.barrier()
 
 
+GLOO_SETTLE_SECONDS = 0.25
+"""How long the exit handler leaves the GIL free for gloo's worker threads (see
+:func:`_destroy_process_group`)."""
+
+
 def _destroy_process_group() -> None:
-    """At exit, the gloo group this package started.  Left to the interpreter's shutdown,
-    gloo's worker threads are torn down after Python is gone, which can abort the process
-    (SIGABRT, "terminate called without an active exception"; pytorch issue 190489):
-    seen here about once in 20 torchrun runs of a rank that finished before the other,
-    and torchrun then fails the whole run.  Destroying a gloo group is local, so a
-    process that finishes first does not wait for the others.  An NCCL group is left as it
-    was: its shutdown is unmeasured here."""
+    """At exit, the gloo group this package started, and a pause that lets gloo's worker
+    threads finish with the last collective.
+
+    A worker thread releases a finished collective's work after the caller has its result,
+    and the work's tensors need the GIL to go.  In a process that exits right after its last
+    collective (a rank with nothing left to score), the thread could still be waiting for
+    the GIL when the interpreter began to finalize; it then ended in the middle of C++
+    code and aborted the process (SIGABRT, "terminate called without an active
+    exception", a core dump showed ``~AsyncGatherWork`` in ``ProcessGroupGloo::runLoop``;
+    pytorch PR 179291), and torchrun failed the whole run: 1 in 20 runs of
+    test_two_processes_with_a_cache_that_answers_one_of_them.  Destroying the group
+    (local for gloo) does not wait for those threads; sleeping with the GIL released
+    does.  An NCCL group is left as it was: its shutdown is unmeasured here."""
     import torch.distributed as dist
 
     if dist.is_initialized():
         dist.destroy_process_group()
+    time.sleep(GLOO_SETTLE_SECONDS)
 
 
 class ProcessFailed(RuntimeError):

@@ -164,7 +164,8 @@ def test_a_run_past_its_time_ends_workers_in_sessions_of_their_own(tmp_path):
 def test_a_gloo_group_this_package_starts_is_destroyed_at_exit(monkeypatch):
     """Left to the interpreter's shutdown, gloo's threads can abort a process that finished
     before its peers (SIGABRT; torchrun then fails the run): the group is destroyed by an
-    exit handler while Python is still whole.  A group someone else started is theirs."""
+    exit handler while Python is still whole, and the handler then leaves the GIL free for
+    those threads.  A group someone else started is theirs."""
     calls = []
     initialized = [False]
     monkeypatch.setattr(dist, "is_initialized", lambda: initialized[0])
@@ -174,12 +175,15 @@ def test_a_gloo_group_this_package_starts_is_destroyed_at_exit(monkeypatch):
     monkeypatch.setattr(dist, "destroy_process_group", lambda: calls.append("destroyed"))
     monkeypatch.setattr(atexit, "register", calls.append)
     monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    monkeypatch.setattr(distributed.time, "sleep", lambda seconds: calls.append(seconds))
 
     distributed.ProcessGroup()
     assert calls == ["gloo", distributed._destroy_process_group]
     initialized[0] = True
     distributed._destroy_process_group()
-    assert calls[-1] == "destroyed"
+    # then the GIL stays free while gloo's worker threads let go of the last collective
+    assert calls[-2:] == ["destroyed", distributed.GLOO_SETTLE_SECONDS]
+    assert distributed.GLOO_SETTLE_SECONDS > 0
     calls.clear()
     distributed.ProcessGroup()  # started by someone else (accelerate, the user)
     assert calls == []
