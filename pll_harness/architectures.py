@@ -196,7 +196,8 @@ def _one_query_attention(
     on an H100 (torch 2.11) that picked cuDNN's kernel, which fails with "mha_graph.execute
     ... is_good()" at 65,536 targets or more (pytorch#181235), as a batch of short
     sentences has, and builds a new graph for each new batch shape.  On the CPU the
-    written-out form is faster as well (bench/README.md)."""
+    written-out form is faster as well: 1.2-1.9x SDPA's time per call at 2,000 targets x 12
+    heads x 12 tokens, 20,000 x 2 x 12 (nano) and 500 x 12 x 40, float32, 2 threads."""
     scores = torch.matmul(queries, keys.transpose(-1, -2)) * queries.shape[-1] ** -0.5
     weights = torch.softmax(scores, dim=-1, dtype=torch.float32).to(values.dtype)
     return torch.matmul(weights, values)
