@@ -3,8 +3,8 @@
 # after `bash bench/gpu_wheels.sh` has put the wheels it installs in .whl (the device tool's
 # machines have no network: carry .whl). bench/README.md gives the device calls to make.
 #
-#   bash bench/gpu.sh [STEP ...]      # STEP: sample, all, lm_eval, bf16, attention or everything
-#                                     # (default: all five)
+#   bash bench/gpu.sh [STEP ...]      # STEP: sample, all, lm_eval, bf16, attention, tokenize
+#                                     # or everything (default: all six)
 #
 #   sample   ours vs minicons on 2,000 seeded BLiMP sentences, fp32 and bf16, word_l2r
 #   all      all 134,000 BLiMP sentences through PLLScorer.score, bf16, SDPA then eager
@@ -14,6 +14,8 @@
 #   bf16     bf16 against fp32 on all BLiMP pairs with the packaged pll-demo (decision flips)
 #   attention  all of BLiMP through the runner with each SDPA kernel alone, the runner's own
 #            choice and eager attention, twice each (bench/attention_gpu.py)
+#   tokenize the tokenize step over all of BLiMP with TOKENIZERS_PARALLELISM unset, false and
+#            true, each in a fresh process (bench/tokenize_threads.py)
 #
 # A step that fails does not stop the next ones; the exit status is 1 if any failed. All
 # steps together stop after BUDGET_S seconds (default 540, inside the device tool's 10
@@ -35,10 +37,10 @@ cd "$(dirname "$0")/.."
 STEPS=("${@:-everything}")
 for step in "${STEPS[@]}"; do
     case $step in
-    sample | all | lm_eval | bf16 | attention) ;;
-    everything) STEPS=(sample all lm_eval bf16 attention) ;;
+    sample | all | lm_eval | bf16 | attention | tokenize) ;;
+    everything) STEPS=(sample all lm_eval bf16 attention tokenize) ;;
     *)
-        echo "usage: bash bench/gpu.sh [sample|all|lm_eval|bf16|attention|everything ...]" >&2
+        echo "usage: bash bench/gpu.sh [sample|all|lm_eval|bf16|attention|tokenize|everything ...]" >&2
         exit 2
         ;;
     esac
@@ -200,6 +202,12 @@ attention() {
         "${size[@]}" --out-dir "$RESULTS"
 }
 
+tokenize() {
+    local size=()
+    [[ -z ${ALL_N:-} ]] || size=(--n "$ALL_N")
+    run tokenize.log "$PY" bench/tokenize_threads.py "${size[@]}" --out-dir "$RESULTS"
+}
+
 # The markdown tables a step wrote, for the summary.
 tables() {
     case $1 in
@@ -208,6 +216,7 @@ tables() {
     lm_eval) ls "$RESULTS"/lm_eval-phases.md ;;
     bf16) ls "$RESULTS"/bf16-vs-fp32-*.md ;;
     attention) ls "$RESULTS"/attention-gpu-*.md ;;
+    tokenize) ls "$RESULTS"/tokenize-threads-*.md ;;
     esac 2>/dev/null || true
 }
 

@@ -6,7 +6,7 @@
 # device's machines start bare), and $OUT checked against what the tool gives back.
 #
 #   bash bench/gpu_dry_run.sh [CALL ...]   # default: the calls bench/README.md plans
-#   bash bench/gpu_dry_run.sh "sample all lm_eval" "bf16 attention"
+#   bash bench/gpu_dry_run.sh "sample all lm_eval" "tokenize bf16 attention"
 #
 # Each CALL is the steps of one `bash bench/gpu.sh` call, run with small sizes (DEVICE=cpu
 # N=50 ALL_N=200 LIMIT=2 PAIRS=2). The stand-in, a venv in $STANDIN (default
@@ -16,7 +16,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 STANDIN="${STANDIN:-/tmp/gpu-standin}"
-(($#)) || set -- "sample all lm_eval" "bf16 attention"
+(($#)) || set -- "sample all lm_eval" "tokenize bf16 attention"
 if [[ ! -x $STANDIN/bin/python3 ]]; then
     python3 -m venv "$STANDIN"
     # torch 2.13.0: the CPU wheel this machine has locally (the device has 2.11.0+cu130).
