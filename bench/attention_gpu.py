@@ -17,7 +17,6 @@ from __future__ import annotations
 import argparse
 import contextlib
 import time
-from datetime import UTC, datetime
 from pathlib import Path
 
 import pll_bench
@@ -50,7 +49,6 @@ def main() -> None:
         "SDPA, the runner's choice": ("sdpa", own_choice),
         "eager": ("eager", lambda device: contextlib.nullcontext()),
     }
-    machine = pll_bench.machine_name(args.device)
     model, description = pll_bench.resolve_model(pll_bench.parse_args([]))
     texts = pll_bench.blimp_sentences(pll_bench.PACKAGED_DATA / "blimp")[: args.n]
 
@@ -84,7 +82,7 @@ def main() -> None:
         print(rows[-1], flush=True)
         del scorer
     lines = [
-        f"# Attention kernels: {machine} ({args.device})",
+        f"# Attention kernels: {pll_bench.machine_name(args.device)} ({args.device})",
         "",
         f"- model: {description}; {args.dtype}; torch {torch.__version__}",
         f"- {len(texts)} BLiMP sentences, word_l2r: {len(work.batches)} batches, "
@@ -95,11 +93,8 @@ def main() -> None:
         "| --- | ---: | ---: |",
         *rows,
     ]
-    args.out_dir.mkdir(parents=True, exist_ok=True)
-    out = args.out_dir / f"attention-gpu-{machine}-{datetime.now(UTC).date().isoformat()}.md"
-    out.write_text("\n".join(lines) + "\n")
     print("\n".join(lines))
-    print(f"wrote {out}")
+    pll_bench.write_lines(args.out_dir, "attention-gpu", lines, device=args.device)
 
 
 if __name__ == "__main__":

@@ -894,12 +894,14 @@ def markdown(report: dict[str, Any]) -> str:
     return "\n".join(lines) + "\n"
 
 
-def write_lines(out_dir: Path, name: str, lines: list[str], suffix: str = "") -> Path:
+def write_lines(
+    out_dir: Path, name: str, lines: list[str], suffix: str = "", device: str = "cpu"
+) -> Path:
     """Write a micro-benchmark's markdown to ``<out_dir>/<name>-<machine>-<date><suffix>.md``
-    and say where."""
+    (the machine: the CPU's, or the GPU's for a CUDA ``device``) and say where."""
     out_dir.mkdir(parents=True, exist_ok=True)
     day = dt.date.today().isoformat()
-    out = out_dir / f"{name}-{machine_name('cpu')}-{day}{suffix}.md"
+    out = out_dir / f"{name}-{machine_name(device)}-{day}{suffix}.md"
     out.write_text("\n".join(lines) + "\n")
     print(f"wrote {out}")
     return out
