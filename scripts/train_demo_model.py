@@ -387,8 +387,9 @@ def probe_batches(batches: list[list[int]], lengths: torch.Tensor) -> tuple[list
     """The speed probe's untimed and timed batches: first one batch of each padded length
     the epoch has, then ``PROBE_STEPS`` batches.
 
-    On an H100 the first steps of each new input shape are slow (bf16 attention builds a
-    kernel graph per shape there): after 5 untimed steps the probe measured 236 ms a step,
+    On an H100 the first steps of each new input shape are slow (probably SDPA's cuDNN
+    kernel in bf16, which builds a graph per shape; not measured in training): after 5
+    untimed steps the probe measured 236 ms a step,
     the training then ran at about 34, and ``--fit-minutes 6`` trained for 33 s."""
     untimed = {}
     for batch in batches:
