@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import pickle
 from types import SimpleNamespace
 
 import pytest
@@ -16,7 +17,7 @@ from conftest import real_model_dirs
 from reference_pll import float64_model, naive_pll, naive_scores, target_positions
 
 from pll_harness.metrics import PLL_METRICS
-from pll_harness.scorer import PLLScorer, default_batch_tokens
+from pll_harness.scorer import PLLScorer, SentenceScore, default_batch_tokens
 
 TOLERANCE = 1e-4
 
@@ -402,3 +403,34 @@ def test_the_tokenizer_is_probed_for_whitespace_once(tiny_bert_dir, monkeypatch)
     monkeypatch.setattr(encoding, "whitespace_inside_words", probed)
     scorer.score(["A cat sat."])
     scorer.score_requests([("The cat", " sat.")])
+
+
+def test_scores_read_out_of_a_run_are_values_like_a_record(tiny_bert_dir):
+    """A score is a view into its run's flat results; it must still read, compare, hash and
+    pickle as the record of its own tokens, and say which tokens are whose."""
+    scorer = PLLScorer.from_pretrained(tiny_bert_dir)
+    texts = ["The traveler lost the souvenir.", "A cat sat.", "", "A cat sat."]
+    scores = scorer.score(texts)
+    for text, score in zip(texts, scores, strict=True):
+        record = SentenceScore(
+            text, score.tokens, score.token_ids, score.token_logprobs, score.token_greedy
+        )
+        assert record == score and hash(record) == hash(score) and repr(record) == repr(score)
+        assert pickle.loads(pickle.dumps(score)) == score
+        assert score.logprob == math.fsum(score.token_logprobs)
+        assert score.is_greedy == all(score.token_greedy)
+        assert score.text == text and score.as_dict()["tokens"] == list(score.tokens)
+    tokenizer = scorer.tokenizer
+    for text, score in zip(texts[:2], scores, strict=False):
+        assert score.tokens == tuple(tokenizer.tokenize(text))
+        assert score.token_ids == tuple(tokenizer(text, add_special_tokens=False).input_ids)
+    assert scores[2].tokens == () and scores[2].logprob == 0.0
+    assert scores[1] == scores[3] and scores[0] != scores[1]
+    assert len({scores[1], scores[3]}) == 1
+    with pytest.raises(AttributeError):
+        scores[0].text = "changed"
+
+
+def test_a_score_needs_one_value_of_each_kind_per_token():
+    with pytest.raises(ValueError, match="one token, id, logprob and flag per token"):
+        SentenceScore("A cat", ("A", "cat"), (1, 2), (-1.0,), (True, False))
