@@ -24,6 +24,7 @@ pooled texts reproduce one process's numbers exactly.
 from __future__ import annotations
 
 import itertools
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import NamedTuple
 
@@ -83,6 +84,30 @@ class CopyGroup:
     def n_copies(self) -> int:
         return int(self.copy_sequence.shape[0])
 
+    def target_range(self, first: int, stop: int) -> tuple[int, int]:
+        """The targets of copies ``first:stop``: ``target_*[start:stop]``."""
+        start, end = np.searchsorted(self.target_copy, (first, stop))
+        return int(start), int(end)
+
+    def inputs(self, metric: Metric, first: int, stop: int, mask_token_id: int) -> BatchInputs:
+        """The masked copies ``first:stop``, built when they run so that the copies of a
+        whole benchmark never sit in memory at once."""
+        sequences = self.copy_sequence[first:stop]
+        hidden = copy_masks(
+            metric, self.word_ids[sequences], self.copy_target[first:stop], self.visible[sequences]
+        )
+        ids = self.input_ids[sequences]
+        start, end = self.target_range(first, stop)
+        rows = self.target_copy[start:end] - first
+        positions = self.target_position[start:end]
+        return BatchInputs(
+            input_ids=np.where(hidden, mask_token_id, ids),
+            rows=rows,
+            positions=positions,
+            tokens=ids[rows, positions],
+            slots=self.target_slot[start:end],
+        )
+
 
 class Batch(NamedTuple):
     """Copies ``first`` to ``stop`` (exclusive) of group ``group``: one forward pass."""
@@ -131,32 +156,12 @@ class Work:
 
     def target_range(self, batch: Batch) -> tuple[int, int]:
         """The batch's targets: ``target_*[start:stop]`` of its group."""
-        copies = self.groups[batch.group].target_copy
-        start, stop = np.searchsorted(copies, (batch.first, batch.stop))
-        return int(start), int(stop)
+        return self.groups[batch.group].target_range(batch.first, batch.stop)
 
     def inputs(self, batch: Batch, mask_token_id: int) -> BatchInputs:
-        """The masked copies of ``batch``, built when the batch runs so that the copies of
-        a whole benchmark never sit in memory at once."""
+        """The masked copies of ``batch`` (see :meth:`CopyGroup.inputs`)."""
         group = self.groups[batch.group]
-        sequences = group.copy_sequence[batch.first : batch.stop]
-        hidden = copy_masks(
-            self.metric,
-            group.word_ids[sequences],
-            group.copy_target[batch.first : batch.stop],
-            group.visible[sequences],
-        )
-        ids = group.input_ids[sequences]
-        start, stop = self.target_range(batch)
-        rows = group.target_copy[start:stop] - batch.first
-        positions = group.target_position[start:stop]
-        return BatchInputs(
-            input_ids=np.where(hidden, mask_token_id, ids),
-            rows=rows,
-            positions=positions,
-            tokens=ids[rows, positions],
-            slots=group.target_slot[start:stop],
-        )
+        return group.inputs(self.metric, batch.first, batch.stop, mask_token_id)
 
 
 def copy_masks(
@@ -188,38 +193,86 @@ def plan_work(
 ) -> Work:
     """Plan the scoring of every text's scored tokens within ``capacity`` text tokens per
     model input (the special tokens come on top)."""
-    slot_offsets = np.zeros(len(encodings) + 1, dtype=np.int64)
-    np.cumsum(encodings.n_targets, out=slot_offsets[1:])
-    token_slots = np.cumsum(encodings.scored, dtype=np.int64) - 1
-    sequences, truncated = _sequences(encodings, capacity)
-    slot_source = np.arange(slot_offsets[-1], dtype=np.int64)
-    text_lengths = sequences.stop - sequences.start
-    groups = [
-        _group(
-            encodings,
-            token_slots,
-            sequences,
-            np.flatnonzero(text_lengths == n),
-            int(n),
-            specials,
-            metric,
-            slot_source,
+    return WorkPlanner(encodings, specials, capacity, metric, batching).work()
+
+
+class WorkPlanner:
+    """Plans a :class:`Work` one group at a time, as its batches are asked for.
+
+    Iterating gives ``(group, batch)`` for every batch in the order of :attr:`Work.batches`,
+    and each group is planned only when its first batch is reached.  The runner keeps
+    batches queued on a GPU, so the host plans a group while the device still runs the
+    ones before: on all of BLiMP planning is 0.3-0.5 s of host time that would otherwise
+    come before the first batch (bench/README.md).  What is known before any group is
+    there at once: the slots, the windows and each group's length.  The groups, batches and
+    slot sources are those of a plan made all at once, whatever the pace of iteration.
+    """
+
+    def __init__(
+        self,
+        encodings: Encodings,
+        specials: SpecialTokens,
+        capacity: int,
+        metric: Metric,
+        batching: Batching,
+    ) -> None:
+        self.metric, self.batching = metric, batching
+        self._encodings, self._specials = encodings, specials
+        self.slot_offsets = np.zeros(len(encodings) + 1, dtype=np.int64)
+        np.cumsum(encodings.n_targets, out=self.slot_offsets[1:])
+        self._token_slots = np.cumsum(encodings.scored, dtype=np.int64) - 1
+        self.sequences, self.truncated = _sequences(encodings, capacity)
+        self.slot_source = np.arange(self.slot_offsets[-1], dtype=np.int64)
+        text_lengths = self.sequences.stop - self.sequences.start
+        self.lengths = np.unique(text_lengths)[::-1]
+        """Text tokens of each group's sequences: group ``g`` holds ``lengths[g]``."""
+        self.sequence_group = (
+            len(self.lengths) - 1 - np.searchsorted(self.lengths[::-1], text_lengths)
         )
-        for n in np.unique(text_lengths)[::-1]
-    ]
-    batches = tuple(
-        Batch(index, first, stop)
-        for index, group in enumerate(groups)
-        for first, stop in _batch_spans(group, batching)
-    )
-    return Work(
-        metric=metric,
-        groups=tuple(groups),
-        batches=batches,
-        slot_offsets=slot_offsets,
-        slot_source=slot_source,
-        truncated=truncated,
-    )
+        """The group of each sequence."""
+        self.groups: list[CopyGroup] = []
+        self.batches: list[Batch] = []
+        """The batches of every group planned so far (all of a group's at once)."""
+        self._pending = self._plan()
+
+    @property
+    def n_slots(self) -> int:
+        return int(self.slot_offsets[-1])
+
+    def __iter__(self) -> Iterator[tuple[CopyGroup, Batch]]:
+        """The batches not handed out yet, planning groups as they are reached (one pass)."""
+        return self._pending
+
+    def _plan(self) -> Iterator[tuple[CopyGroup, Batch]]:
+        for index, n in enumerate(self.lengths.tolist()):
+            group = _group(
+                self._encodings,
+                self._token_slots,
+                self.sequences,
+                np.flatnonzero(self.sequence_group == index),
+                n,
+                self._specials,
+                self.metric,
+                self.slot_source,
+            )
+            batches = [Batch(index, *span) for span in _batch_spans(group, self.batching)]
+            self.groups.append(group)
+            self.batches.extend(batches)
+            for batch in batches:
+                yield group, batch
+
+    def work(self) -> Work:
+        """The whole plan, the groups not reached yet planned now."""
+        for _ in self._pending:
+            pass
+        return Work(
+            metric=self.metric,
+            groups=tuple(self.groups),
+            batches=tuple(self.batches),
+            slot_offsets=self.slot_offsets,
+            slot_source=self.slot_source,
+            truncated=self.truncated,
+        )
 
 
 def _sequences(encodings: Encodings, capacity: int) -> tuple[_Sequences, int]:

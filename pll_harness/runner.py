@@ -14,7 +14,7 @@ import contextlib
 import itertools
 import logging
 from collections import deque
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -22,7 +22,8 @@ import torch
 
 from pll_harness.allocator import release_free_memory, reuse_freed_blocks
 from pll_harness.heads import MaskedLMParts
-from pll_harness.planning import Batch, Work
+from pll_harness.metrics import Metric
+from pll_harness.planning import Batch, CopyGroup, Work
 
 logger = logging.getLogger(f"lm_eval.{__name__}")
 
@@ -96,7 +97,6 @@ class PLLRunner:
         if self.cpu:
             reuse_freed_blocks()
 
-    @torch.inference_mode()
     def run(
         self,
         work: Work,
@@ -106,25 +106,39 @@ class PLLRunner:
         """Score the targets of ``batches`` (default: all of ``work``'s); slots of targets in
         no given batch stay NaN, so partial results can be pooled and a target that nobody
         scored cannot pass for a number.  ``on_batch_done(k)`` fires when the k-th batch has
-        finished on the device.
+        finished on the device."""
+        batches = work.batches if batches is None else batches
+        planned = ((work.groups[batch.group], batch) for batch in batches)
+        return self.run_planned(work.metric, work.n_slots, planned, on_batch_done)
+
+    @torch.inference_mode()
+    def run_planned(
+        self,
+        metric: Metric,
+        n_slots: int,
+        batches: Iterable[tuple[CopyGroup, Batch]],
+        on_batch_done: Callable[[int], None] | None = None,
+    ) -> TargetScores:
+        """:meth:`run` over batches that may still be being planned: each is taken from
+        ``batches`` only once the one before has been sent (see
+        :class:`pll_harness.planning.WorkPlanner`).
 
         On the CPU, the memory that the batches of one length leave free is given back
         when the length changes and when the run ends (see :mod:`pll_harness.allocator`)."""
-        batches = work.batches if batches is None else batches
         scores = TargetScores(
-            torch.full((work.n_slots,), torch.nan, device=self.device),
-            torch.zeros(work.n_slots, dtype=torch.bool, device=self.device),
+            torch.full((n_slots,), torch.nan, device=self.device),
+            torch.zeros(n_slots, dtype=torch.bool, device=self.device),
         )
         done = _Completion(self.device, on_batch_done)
         buffers = _ChunkBuffers()
         length = None
         try:
             with attention_kernels(self.device):
-                for position, batch in enumerate(batches):
-                    previous, length = length, work.groups[batch.group].length
+                for position, (group, batch) in enumerate(batches):
+                    previous, length = length, group.length
                     if self.cpu and length != previous:
                         release_free_memory()
-                    self._score_within_memory(work, batch, scores, buffers)
+                    self._score_within_memory(metric, group, batch, scores, buffers)
                     done.launched(position)
             done.finish()
         finally:
@@ -134,7 +148,12 @@ class PLLRunner:
         return TargetScores(scores.logprobs.cpu(), scores.greedy.cpu())
 
     def _score_within_memory(
-        self, work: Work, batch: Batch, scores: TargetScores, buffers: _ChunkBuffers
+        self,
+        metric: Metric,
+        group: CopyGroup,
+        batch: Batch,
+        scores: TargetScores,
+        buffers: _ChunkBuffers,
     ) -> None:
         """Score ``batch`` in parts of at most ``token_cap`` tokens.  A part that runs out
         of device memory is halved and tried again, and the cap falls to half of it for the
@@ -145,13 +164,13 @@ class PLLRunner:
         Cut batches round differently from the planned ones (float rounding only), so a
         run that had to cut is no longer bit-identical to one that did not, across
         data-parallel processes included."""
-        length = work.groups[batch.group].length
+        length = group.length
         parts = deque(self._cut(batch, length))
         while parts:
             part = parts.popleft()
             copies = part.stop - part.first
             try:
-                self._score_batch(work, part, scores, buffers)
+                self._score_batch(metric, group, part, scores, buffers)
                 continue
             except torch.cuda.OutOfMemoryError:  # this name from torch 1.13 on, as the pins allow
                 if copies == 1:
@@ -181,10 +200,15 @@ class PLLRunner:
         return [Batch(batch.group, a, b) for a, b in itertools.pairwise(bounds)]
 
     def _score_batch(
-        self, work: Work, batch: Batch, scores: TargetScores, buffers: _ChunkBuffers
+        self,
+        metric: Metric,
+        group: CopyGroup,
+        batch: Batch,
+        scores: TargetScores,
+        buffers: _ChunkBuffers,
     ) -> None:
         """Score ``batch`` into ``scores``' slots, on the device (nothing waits for it)."""
-        inputs = work.inputs(batch, self.mask_token_id)
+        inputs = group.inputs(metric, batch.first, batch.stop, self.mask_token_id)
         index = np.stack([inputs.rows, inputs.positions, inputs.tokens, inputs.slots])
         input_ids = self._to_device(inputs.input_ids)
         rows, positions, tokens, slots = self._to_device(index)

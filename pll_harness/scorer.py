@@ -33,7 +33,7 @@ from pll_harness.encoding import (
 from pll_harness.heads import split_masked_lm
 from pll_harness.loading import LoadedModel, load_masked_lm, model_max_length
 from pll_harness.metrics import DEFAULT_METRIC, get_metric
-from pll_harness.planning import Batching, Work, plan_work
+from pll_harness.planning import Batching, Work, WorkPlanner
 from pll_harness.runner import PLLRunner, TargetScores
 
 logger = logging.getLogger(f"lm_eval.{__name__}")
@@ -387,20 +387,29 @@ class PLLScorer:
         progress: Callable[[int], None] | None = None,
         weights: Sequence[int] | np.ndarray | None = None,
     ) -> list[SentenceScore]:
-        """Score jobs in one engine run; ``progress(weights[j])`` fires when job j is done."""
-        work = self.plan_work(jobs.encodings)
+        """Score jobs in one engine run; ``progress(weights[j])`` fires when job j is done.
+
+        Groups are planned as the runner reaches them (:class:`WorkPlanner`), so on a GPU
+        planning overlaps the batches already queued."""
+        planner = self.planner(jobs.encodings)
         on_batch_done = None
         if progress is not None:
-            finished = finished_per_batch(jobs.encodings, work, work.batches, weights)
-            progress(int(finished[-1]))
-            on_batch_done = lambda position: progress(int(finished[position]))  # noqa: E731
-        results = self.runner.run(work, work.batches, on_batch_done)
-        return self.assemble(jobs, work, results)
+            finished = FinishedJobs(jobs.encodings, planner, weights)
+            progress(finished.without_batches)
+            on_batch_done = lambda position: progress(finished.at(position))  # noqa: E731
+        results = self.runner.run_planned(self._metric, planner.n_slots, planner, on_batch_done)
+        return self.assemble(jobs, planner.work(), results)
 
     def plan_work(self, encodings: Encodings) -> Work:
-        """Copies and batches for every scored token of ``encodings`` (see planning)."""
-        work = plan_work(encodings, self.specials, self.capacity, self._metric, self.batching)
-        if work.truncated:
+        """Copies and batches for every scored token of ``encodings``, all planned at once
+        (see planning)."""
+        return self.planner(encodings).work()
+
+    def planner(self, encodings: Encodings) -> WorkPlanner:
+        """The plan of ``encodings``' scoring, its groups planned when reached; a context
+        cut to fit is reported here, before any group is planned."""
+        planner = WorkPlanner(encodings, self.specials, self.capacity, self._metric, self.batching)
+        if planner.truncated:
             self._warn_once(
                 "truncation",
                 "An input is longer than the model's maximum length (%d tokens): its context "
@@ -408,7 +417,7 @@ class PLLScorer:
                 "truncations are not reported.",
                 self.max_length,
             )
-        return work
+        return planner
 
     @collector_paused()
     def assemble(
@@ -446,27 +455,62 @@ class PLLScorer:
         return self._vocabulary
 
 
-def finished_per_batch(
-    encodings: Encodings,
-    work: Work,
-    batches: Sequence[Any],
-    weights: Sequence[int] | np.ndarray | None = None,
-) -> np.ndarray:
-    """How many jobs (weighted) finish with each of ``batches`` run in order; the last
-    entry counts the jobs that need no batch at all (nothing to score)."""
-    n_jobs = len(encodings)
-    weights = np.ones(n_jobs, dtype=np.int64) if weights is None else np.asarray(weights)
-    slot_batch = np.full(work.n_slots, -1, dtype=np.int64)
-    for position, batch in enumerate(batches):
-        group = work.groups[batch.group]
-        start, stop = work.target_range(batch)
-        slot_batch[group.target_slot[start:stop]] = position
-    job_of_slot = np.repeat(np.arange(n_jobs), encodings.n_targets)
-    last = np.full(n_jobs, -1, dtype=np.int64)
-    np.maximum.at(last, job_of_slot, slot_batch[work.slot_source])
-    finished = np.zeros(len(batches) + 1, dtype=np.int64)
-    np.add.at(finished, last, weights)
-    return finished
+class FinishedJobs:
+    """How many jobs (weighted) each batch finishes, the batches run in order, worked out
+    group by group as a :class:`WorkPlanner` plans them.
+
+    A job is finished with the last batch that holds one of its targets (or the target of
+    an identical sequence that answers for it).  Its sequences' lengths say in which group
+    that batch lies before any group is planned, so each group's share is counted once that
+    group is, never waiting for the whole plan."""
+
+    def __init__(
+        self,
+        encodings: Encodings,
+        planner: WorkPlanner,
+        weights: Sequence[int] | np.ndarray | None = None,
+    ) -> None:
+        n_jobs = len(encodings)
+        self._planner = planner
+        self._weights = np.ones(n_jobs, dtype=np.int64) if weights is None else np.asarray(weights)
+        last_group = np.full(n_jobs, -1, dtype=np.int64)
+        np.maximum.at(last_group, planner.sequences.text, planner.sequence_group)
+        self._jobs_by_group = np.argsort(last_group, kind="stable")
+        self._group_starts = np.searchsorted(
+            last_group[self._jobs_by_group], np.arange(len(planner.lengths) + 1)
+        )
+        self.without_batches = int(self._weights[last_group < 0].sum())
+        """The jobs with nothing to score, finished before any batch."""
+        self._slot_batch = np.full(planner.n_slots, -1, dtype=np.int64)
+        self._counts: list[int] = []
+        self._groups_counted = 0
+
+    def at(self, position: int) -> int:
+        """The jobs that batch ``position`` finishes; its group must have been planned."""
+        while len(self._counts) <= position:
+            self._count_group(self._groups_counted)
+            self._groups_counted += 1
+        return self._counts[position]
+
+    def _count_group(self, index: int) -> None:
+        """Count the jobs that group ``index`` finishes: every job whose last target lies
+        there, at the batch of its last target."""
+        planner, base = self._planner, len(self._counts)
+        group = planner.groups[index]
+        batches = [batch for batch in planner.batches[base:] if batch.group == index]
+        for offset, batch in enumerate(batches):
+            start, stop = group.target_range(batch.first, batch.stop)
+            self._slot_batch[group.target_slot[start:stop]] = base + offset
+        ending = self._jobs_by_group[self._group_starts[index] : self._group_starts[index + 1]]
+        counts = np.zeros(len(batches), dtype=np.int64)
+        if ending.shape[0]:
+            offsets = planner.slot_offsets
+            sizes = offsets[ending + 1] - offsets[ending]
+            starts = np.cumsum(sizes) - sizes
+            slots = np.repeat(offsets[ending] - starts, sizes) + np.arange(sizes.sum())
+            last = np.maximum.reduceat(self._slot_batch[planner.slot_source[slots]], starts)
+            np.add.at(counts, last - base, self._weights[ending])
+        self._counts.extend(counts.tolist())
 
 
 SIZE_ARGUMENTS = ("max_batch_tokens", "batch_size", "max_length")

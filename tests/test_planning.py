@@ -196,3 +196,30 @@ def test_a_context_too_long_for_the_model_is_cut_and_counted(tokenizer):
     encodings, work = planned(tokenizer, capacity=20, requests=[(context, " A cat sat.")])
     assert work.truncated == 1
     assert work.n_slots == int(encodings.n_targets[0])
+
+
+def test_groups_are_planned_when_their_first_batch_is_reached(tokenizer):
+    """Iterating a WorkPlanner hands out the batches of the plan made all at once, in its
+    order, and plans each group only when the runner reaches it; the slot sources (twins
+    answering for each other) end up the same."""
+    requests = [*REQUESTS, ("", " ".join(["The hooligan wrecked the souvenir."] * 4))]
+    encodings = encode_requests(tokenizer, requests)
+    arguments = (encodings, special_tokens(tokenizer), 20, get_metric("word_l2r"), Batching(40))
+    whole = plan_work(*arguments)
+    planner = planning.WorkPlanner(*arguments)
+    assert planner.groups == [] and planner.truncated == whole.truncated == 0
+    assert planner.n_slots == whole.n_slots
+    seen = []
+    for group, batch in planner:
+        assert len(planner.groups) == batch.group + 1  # this group, none after it
+        assert group is planner.groups[batch.group]
+        seen.append(batch)
+    assert len(whole.groups) > 3 and seen == list(whole.batches)
+    streamed = planner.work()
+    assert streamed.batches == whole.batches
+    assert np.array_equal(streamed.slot_source, whole.slot_source)
+    assert not np.array_equal(whole.slot_source, np.arange(whole.n_slots))  # twins exist
+    mask = tokenizer.mask_token_id
+    assert fed_copies(streamed, mask) == fed_copies(whole, mask)
+    lengths = [group.length for group in whole.groups]
+    assert [group.length for group in streamed.groups] == lengths == sorted(lengths)[::-1]

@@ -16,16 +16,18 @@ import dataclasses
 import logging
 import weakref
 
+import numpy as np
 import pytest
 import torch
 from conftest import GatheredGroup
 
+from pll_harness import planning
 from pll_harness import runner as runner_module
 from pll_harness.distributed import pool_target_scores
 from pll_harness.heads import split_masked_lm
 from pll_harness.planning import Work
 from pll_harness.runner import _ChunkBuffers
-from pll_harness.scorer import Jobs, PLLScorer
+from pll_harness.scorer import FinishedJobs, Jobs, PLLScorer
 
 TEXTS = [
     "The hooligan wrecked the souvenir.",
@@ -156,9 +158,9 @@ def test_cpu_run_releases_free_memory_when_the_length_changes_and_at_the_end(sco
     monkeypatch.setattr(runner_module, "release_free_memory", release)
     score_batch = scorer.runner._score_batch
 
-    def recording(work, batch, *rest):
-        events.append(work.groups[batch.group].length)
-        return score_batch(work, batch, *rest)
+    def recording(metric, group, batch, *rest):
+        events.append(group.length)
+        return score_batch(metric, group, batch, *rest)
 
     monkeypatch.setattr(scorer.runner, "_score_batch", recording)
     scorer.runner.run(work)
@@ -340,3 +342,74 @@ def test_every_batch_runs_inside_the_devices_attention_choice(scorer, monkeypatc
     _, work = planned(scorer)
     scorer.runner.run(work)
     assert chosen == [scorer.runner.device, "left"]
+
+
+def finished_by_definition(jobs: Jobs, work: Work, weights: list[int]) -> tuple[int, list[int]]:
+    """The weight of the jobs with nothing to score, and of those each batch finishes: a
+    job is done with the last batch, in order, that scores one of its slots' sources."""
+    batch_of = {}
+    for position, batch in enumerate(work.batches):
+        for slot in work.inputs(batch, 0).slots.tolist():
+            batch_of[slot] = position
+    before, counts = 0, [0] * len(work.batches)
+    for job in range(len(jobs)):
+        slots = range(int(work.slot_offsets[job]), int(work.slot_offsets[job + 1]))
+        if not slots:
+            before += weights[job]
+            continue
+        counts[max(batch_of[int(work.slot_source[slot])] for slot in slots)] += weights[job]
+    return before, counts
+
+
+@pytest.mark.parametrize("max_length", [None, 14])
+def test_progress_follows_the_definition_while_groups_are_planned(request, max_length):
+    """FinishedJobs counts each group as it is planned; with max_length=14 a text is
+    scored in several windows, twins answer for each other, an empty request needs no
+    batch."""
+    scorer = PLLScorer.from_pretrained(
+        request.getfixturevalue("tiny_bert_dir"), max_batch_tokens=60, max_length=max_length
+    )
+    requests = [("", t) for t in TEXTS] + [("  ", TEXTS[2]), ("Nothing", "")]
+    _, jobs = scorer.distinct_jobs(requests)
+    weights = [(7 * job) % 5 + 1 for job in range(len(jobs))]
+    work = scorer.plan_work(jobs.encodings)
+    expected_before, expected = finished_by_definition(jobs, work, weights)
+    assert expected_before == weights[-1] and len(work.groups) > 3
+    assert not np.array_equal(work.slot_source, np.arange(work.n_slots))  # a twin
+    planner = scorer.planner(jobs.encodings)
+    windows = np.bincount(planner.sequences.text)
+    assert (windows.max() > 1) == bool(max_length)  # a text scored in several windows
+    finished = FinishedJobs(jobs.encodings, planner, weights)
+    assert finished.without_batches == expected_before
+    got = []
+    for position, _ in enumerate(planner):
+        got.append(finished.at(position))
+    assert got == expected and sum(got) + expected_before == sum(weights)
+    seen = []
+    scorer.score_jobs(jobs, seen.append, weights)
+    assert seen == [expected_before, *expected]
+
+
+def test_groups_are_planned_while_earlier_batches_run(scorer, monkeypatch):
+    """score_jobs plans a group only when the runner reaches it: on a GPU the host plans
+    while the batches already queued run."""
+    events = []
+    plan_group = planning._group
+
+    def planning_group(*arguments):
+        events.append("plan")
+        return plan_group(*arguments)
+
+    score_batch = scorer.runner._score_batch
+
+    def scoring(metric, group, batch, *rest):
+        events.append("score")
+        return score_batch(metric, group, batch, *rest)
+
+    monkeypatch.setattr(planning, "_group", planning_group)
+    monkeypatch.setattr(scorer.runner, "_score_batch", scoring)
+    _, jobs = scorer.distinct_jobs([("", t) for t in TEXTS])
+    scorer.score_jobs(jobs)
+    assert events[0] == "plan" and events.count("plan") > 3
+    assert events.index("score") < len(events) - events[::-1].index("plan") - 1
+    assert all(events[i - 1] == "score" for i, e in enumerate(events) if e == "plan" and i)
