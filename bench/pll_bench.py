@@ -361,7 +361,9 @@ def _phases(
 ) -> tuple[dict[str, float], list[int]]:
     """Seconds in each step of one more ``score(texts)``: tokenize (distinct requests, one
     tokenizer call), plan (copies and batches), run (the model; on CUDA until the last
-    kernel ends) and assemble; with ``profile_gpu`` on CUDA, a third run under
+    kernel ends) and assemble, then reading every score's ``(logprob, is_greedy)`` as
+    lm-eval's adapter does (*answers*: scores are views that slice their tokens when read,
+    so part of the cost moved there); with ``profile_gpu`` on CUDA, a third run under
     torch.profiler gives the share of the run's wall time the GPU is busy.  Also the
     masked copies of each text, for the FLOP count."""
     import numpy as np
@@ -381,8 +383,10 @@ def _phases(
     phases["plan"] = lap()
     results = scorer.runner.run(work)
     phases["run"] = lap()
-    scorer.assemble(jobs, work, results)
+    scores = scorer.assemble(jobs, work, results)
     phases["assemble"] = lap()
+    _answers(scores)
+    phases["answers"] = lap()
     phases["batches"] = len(work.batches)
     phases["copies"] = sum(group.n_copies for group in work.groups)
     phases["tokens"] = sum(work.cost(batch) for batch in work.batches)
@@ -411,6 +415,11 @@ def _phases(
     return phases, [per_job[key] for key in keys]
 
 
+def _answers(scores: list[Any]) -> list[tuple[float, bool]]:
+    """What lm-eval's adapter reads of each score."""
+    return [(score.logprob, score.is_greedy) for score in scores]
+
+
 def worker_baseline(spec: dict[str, Any]) -> dict[str, Any]:
     """``score(texts)`` with the engine of another revision (its code on sys.path)."""
     import torch
@@ -419,13 +428,21 @@ def worker_baseline(spec: dict[str, Any]) -> dict[str, Any]:
     scorer = _load_ours(spec)
     scorer.score(spec["texts"][:WARMUP_SENTENCES])
     seconds, results = _timed_score(scorer, spec["texts"], spec["device"], torch)
-    return {
+    out = {
         "engine": f"baseline {spec['revision']}",
         "seconds": seconds,
         "scores": [r.logprob for r in results],
         "peak_rss_mb": _peak_rss_mb(),
         **_cuda_stats(torch, spec["device"]),
     }
+    if all(hasattr(scorer, step) for step in BASELINE_STEPS):
+        out["phases"], _ = _phases(scorer, spec["texts"], spec["device"], torch, False)
+    return out
+
+
+BASELINE_STEPS = ("distinct_jobs", "plan_work", "assemble")
+"""The scorer methods whose steps ``_phases`` times: revisions since the bulk engine have
+them, and their step breakdown is printed beside ours."""
 
 
 def _long_check(scorer: Any, spec: dict[str, Any]) -> dict[str, Any]:
@@ -844,18 +861,20 @@ def markdown(report: dict[str, Any]) -> str:
     if phased:
         lines += [
             "",
-            "Where our time goes (one more `score()` of the same sentences, in steps):",
+            "Where the time goes (one more `score()` of the same sentences, in steps; "
+            "answers: reading every score's logprob and is_greedy, as lm-eval does):",
             "",
-            "| metric | dtype | tokenize s | plan s | run s | assemble s | batches | copies | "
-            "tokens | GPU busy in run |",
-            "| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |",
+            "| engine | metric | dtype | tokenize s | plan s | run s | assemble s | answers s | "
+            "batches | copies | tokens | GPU busy in run |",
+            "| --- | --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |",
         ]
         for row in phased:
             p = row["phases"]
             busy = p.get("gpu_busy_share_of_run")
             lines.append(
-                f"| {row['metric']} | {row['dtype']} | {p['tokenize']:.2f} | {p['plan']:.2f} | "
-                f"{p['run']:.2f} | {p['assemble']:.2f} | {p['batches']} | {p['copies']} | "
+                f"| {row['engine']} | {row['metric']} | {row['dtype']} | {p['tokenize']:.2f} | "
+                f"{p['plan']:.2f} | {p['run']:.2f} | {p['assemble']:.2f} | "
+                f"{_cell(p.get('answers'), '.2f')} | {p['batches']} | {p['copies']} | "
                 f"{p['tokens']} | {_cell(busy and 100 * busy, '.0f')}{'%' if busy else ''} |"
             )
     for row in (row for row in phased if row["phases"].get("gpu_top_kernels")):

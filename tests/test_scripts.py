@@ -120,7 +120,7 @@ def test_pll_bench_engine_worker_counts_the_copies_the_plan_runs():
     assert phases["copies"] == sum(words)
     run = zip(out["copies"], out["lengths"], strict=True)
     assert phases["tokens"] == sum(copies * length for copies, length in run)
-    assert {"tokenize", "plan", "run", "assemble"} <= phases.keys()
+    assert {"tokenize", "plan", "run", "assemble", "answers"} <= phases.keys()
     long = out["long"]
     assert 0 < long["targets_scored"] <= long["targets_total"] and long["length"] <= 64
     plain = PLLScorer.from_pretrained(str(TINY_BERT_DIR), pll_metric="whole_word").score(texts)
@@ -195,3 +195,28 @@ def test_pll_bench_report_lists_the_profiled_gpu_kernels():
     text = pll_bench.markdown(report)
     assert "| 99% |" in text
     assert "| `ampere_bf16_s16816gemm` | 4.250 |" in text
+
+
+def test_pll_bench_prints_the_baselines_steps_beside_ours():
+    """A baseline revision's steps are timed as ours are, and the step table names the
+    engine of each row; a report written before the answers column still renders."""
+    pll_bench = _load_pll_bench()
+    texts = ["The hooligan wrecked the souvenir.", "Dogs bark."]
+    spec = {"model": str(TINY_BERT_DIR), "texts": texts, "threads": torch.get_num_threads()}
+    spec |= {"device": "cpu", "metric": "word_l2r", "dtype": "float32", "revision": "abc1234"}
+    baseline = pll_bench.worker_baseline(spec)
+    assert baseline["engine"] == "baseline abc1234"
+    assert {"tokenize", "plan", "run", "assemble", "answers"} <= baseline["phases"].keys()
+    committed = REPO_ROOT / "bench" / "results" / "amd-epyc-2cpu-2026-11-23-nano-all.json"
+    report = json.loads(committed.read_text())
+    ours, other = report["rows"][0], report["rows"][1]
+    other["phases"] = {**ours["phases"], "answers": 0.125}
+    lines = pll_bench.markdown(report).splitlines()
+    header = next(
+        i
+        for i, line in enumerate(lines)
+        if line.startswith("| engine | metric | dtype | tokenize s")
+    )
+    ours_step, other_step = lines[header + 2 : header + 4]
+    assert ours_step.startswith("| ours | word_l2r | float32 | 2.14 |") and "|  |" in ours_step
+    assert other_step.startswith(f"| {other['engine']} |") and "| 0.12 |" in other_step
