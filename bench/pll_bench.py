@@ -55,6 +55,7 @@ import json
 import os
 import platform
 import random
+import re
 import resource
 import shlex
 import socket
@@ -594,7 +595,7 @@ def machine_name(device: str) -> str:
     if device.startswith("cuda"):
         import torch
 
-        return torch.cuda.get_device_name(0).replace(" ", "-").lower()
+        return file_name_part(torch.cuda.get_device_name(0))
     cpu = platform.processor() or platform.machine()
     try:
         for line in Path("/proc/cpuinfo").read_text().splitlines():
@@ -603,7 +604,15 @@ def machine_name(device: str) -> str:
                 break
     except OSError:
         pass
-    return f"{cpu.replace(' ', '-').lower()}-{os.cpu_count()}cpu"
+    return f"{file_name_part(cpu)}-{os.cpu_count()}cpu"
+
+
+def file_name_part(name: str) -> str:
+    """A processor's name as results files are named: lower case, words joined by hyphens,
+    the trade marks and other punctuation left out ("Intel(R) Xeon(R) Processor" gives
+    ``intel-xeon-processor``), so that the files need no quoting in a shell."""
+    name = re.sub(r"\((r|tm|c)\)", " ", name.lower())
+    return "-".join(re.findall(r"[a-z0-9.]+", name))
 
 
 def other_load() -> list[str]:

@@ -220,3 +220,16 @@ def test_pll_bench_prints_the_baselines_steps_beside_ours():
     ours_step, other_step = lines[header + 2 : header + 4]
     assert ours_step.startswith("| ours | word_l2r | float32 | 2.14 |") and "|  |" in ours_step
     assert other_step.startswith(f"| {other['engine']} |") and "| 0.12 |" in other_step
+
+
+@pytest.mark.parametrize(
+    ("name", "part"),
+    [
+        ("Intel(R) Xeon(R) Processor", "intel-xeon-processor"),
+        ("AMD EPYC 7B13 64-Core Processor", "amd-epyc-7b13-64-core-processor"),
+        ("NVIDIA H100 80GB HBM3", "nvidia-h100-80gb-hbm3"),
+        ("Intel(TM) Core(tm) i7-8700 CPU @ 3.20GHz", "intel-core-i7-8700-cpu-3.20ghz"),
+    ],
+)
+def test_results_files_are_named_without_characters_a_shell_would_need_quoted(name, part):
+    assert _load_pll_bench().file_name_part(name) == part
