@@ -32,6 +32,7 @@ from lm_eval.__main__ import cli_evaluate  # noqa: E402
 from lm_eval.api.task import ConfigurableTask, Task  # noqa: E402
 
 import pll_harness.lm  # noqa: E402
+import pll_harness.planning  # noqa: E402
 from pll_harness.runner import PLLRunner  # noqa: E402
 from pll_harness.scorer import PLLScorer  # noqa: E402
 
@@ -44,24 +45,40 @@ PHASES: list[tuple[str, Any, str]] = [
     ("lm-eval: build the requests", Task, "build_all_requests"),
     ("pll-mlm: loglikelihood, all of it", pll_harness.lm.PLLMaskedLM, "loglikelihood"),
     ("  tokenize", PLLScorer, "distinct_jobs"),
-    ("  plan", PLLScorer, "plan_work"),
-    ("  run the model", PLLRunner, "run"),
+    ("  plan, all groups before the run", PLLScorer, "plan_work"),
+    ("  run the model (planning each group as it is reached)", PLLRunner, "run"),
+    ("  run the model (planning each group as it is reached)", PLLRunner, "run_planned"),
+    ("  planning, wherever it ran (each group's _group)", pll_harness.planning, "_group"),
     ("  assemble", PLLScorer, "assemble"),
     ("lm-eval: evaluate, all of it", lm_eval.evaluator, "evaluate"),
 ]
-"""(label, owner, attribute): the functions timed, each summed over its calls."""
+"""(label, owner, attribute): the functions timed, each summed over its calls.  A
+single-process run plans each group as the run reaches it, so its planning is part of the
+run and is also given on its own (every group's ``_group``, wherever it ran); revisions
+before that, and data-parallel runs, plan all groups first (``plan_work``).  ``run`` calls
+``run_planned``: a call inside a call of the same label counts once.  A function that a
+revision (on PYTHONPATH) lacks, or that the run never called, leaves its row empty."""
 
 seconds: dict[str, float] = defaultdict(float)
+
+
+running: set[str] = set()
+"""The labels being timed now: a call inside another call of the same label is not
+counted twice."""
 
 
 def timed(label: str, function: Callable) -> Callable:
     @functools.wraps(function)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
+        if label in running:
+            return function(*args, **kwargs)
+        running.add(label)
         start = time.perf_counter()
         try:
             return function(*args, **kwargs)
         finally:
             seconds[label] += time.perf_counter() - start
+            running.discard(label)
 
     return wrapper
 
@@ -80,9 +97,10 @@ def table(total: float) -> list[str]:
         + seconds["pll-mlm: load the model"]
         + evaluate
     )
+    labels = dict.fromkeys(label for label, _, _ in PHASES if "evaluate" not in label)
     rows = [
         ("imports (lm-eval, torch, transformers, pll_harness)", IMPORTED - STARTED),
-        *((label, seconds[label]) for label, _, _ in PHASES if "evaluate" not in label),
+        *((label, seconds.get(label)) for label in labels),
         ("lm-eval: scoring the results, aggregating, printing", after),
         ("other (argument parsing, building the tasks, seeding, ...)", total - accounted),
         ("**total**", total),
@@ -92,7 +110,7 @@ def table(total: float) -> list[str]:
         "",
         "| phase | seconds |",
         "| --- | ---: |",
-        *(f"| {label} | {value:.2f} |" for label, value in rows),
+        *(f"| {label} | {'' if value is None else f'{value:.2f}'} |" for label, value in rows),
     ]
 
 
@@ -103,7 +121,8 @@ def main() -> None:
     if "--model" not in lm_eval_args:
         lm_eval_args = ["--model", "pll-mlm", *lm_eval_args]
     for label, owner, name in PHASES:
-        setattr(owner, name, timed(label, getattr(owner, name)))
+        if hasattr(owner, name):
+            setattr(owner, name, timed(label, getattr(owner, name)))
     sys.argv = ["lm_eval", *lm_eval_args]
     try:
         cli_evaluate()

@@ -154,10 +154,6 @@ class Work:
         """Tokens the forward pass processes: what its time is roughly proportional to."""
         return (batch.stop - batch.first) * self.groups[batch.group].length
 
-    def target_range(self, batch: Batch) -> tuple[int, int]:
-        """The batch's targets: ``target_*[start:stop]`` of its group."""
-        return self.groups[batch.group].target_range(batch.first, batch.stop)
-
     def inputs(self, batch: Batch, mask_token_id: int) -> BatchInputs:
         """The masked copies of ``batch`` (see :meth:`CopyGroup.inputs`)."""
         group = self.groups[batch.group]
