@@ -146,13 +146,17 @@ class SentenceScore:
     def token_greedy(self) -> tuple[bool, ...]:
         return self._block.greedy[self._span()]
 
+    # The two answers lm-eval reads of every request slice the block themselves: through
+    # the properties above they took 0.14 s for all of BLiMP, and 0.08 s this way.
     @property
     def logprob(self) -> float:
-        return math.fsum(self.token_logprobs)
+        block, index = self._block, self._index
+        return math.fsum(block.logprobs[block.bounds[index] : block.bounds[index + 1]])
 
     @property
     def is_greedy(self) -> bool:
-        return all(self.token_greedy)
+        block, index = self._block, self._index
+        return all(block.greedy[block.bounds[index] : block.bounds[index + 1]])
 
     def _values(self) -> tuple[Any, ...]:
         return (self.text, self.tokens, self.token_ids, self.token_logprobs, self.token_greedy)
