@@ -169,6 +169,10 @@ class PLLRunner:
         while parts:
             part = parts.popleft()
             copies = part.stop - part.first
+            if copies > 1 and self.token_cap is not None and copies * length > self.token_cap:
+                # cut under a larger cap, before a later part ran out of memory
+                parts.extendleft(reversed(self._cut(part, length)))
+                continue
             try:
                 self._score_batch(metric, group, part, scores, buffers)
                 continue

@@ -413,3 +413,31 @@ def test_groups_are_planned_while_earlier_batches_run(scorer, monkeypatch):
     assert events[0] == "plan" and events.count("plan") > 3
     assert events.index("score") < len(events) - events[::-1].index("plan") - 1
     assert all(events[i - 1] == "score" for i, e in enumerate(events) if e == "plan" and i)
+
+
+def test_a_part_cut_before_the_cap_fell_is_cut_again_before_it_runs(scorer, monkeypatch):
+    """A batch that runs out of memory is halved until a part fits; the halves queued
+    behind it were cut under the larger caps on the way down and must be cut to the cap
+    in force before they run, not tried (and failed) at their old size, which also set a
+    cap above the one in force."""
+    _, work = planned(scorer)
+    batch = max(work.batches, key=lambda batch: batch.stop - batch.first)
+    assert batch.stop - batch.first >= 8  # halved three times before one copy fits
+    length = work.groups[batch.group].length
+    tried = out_of_memory_above(scorer, monkeypatch, limit=length)
+    parts = scorer.runner.parts
+    caps: list[int | None] = []
+
+    def states(input_ids, rows, positions):
+        caps.append(scorer.runner.token_cap)
+        return parts.states(input_ids, rows, positions)
+
+    monkeypatch.setattr(scorer.runner, "parts", dataclasses.replace(parts, states=states))
+    scorer.runner.run(work, [batch])
+    failed = [tokens for tokens, fitted in tried if not fitted]
+    assert failed == sorted(failed, reverse=True) and len(set(failed)) == len(failed)
+    assert all(
+        cap is None or tokens <= cap or tokens == length
+        for (tokens, _), cap in zip(tried, caps, strict=True)
+    )
+    assert scorer.runner.token_cap == length
