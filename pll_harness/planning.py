@@ -261,6 +261,11 @@ class WorkPlanner:
         """The whole plan, the groups not reached yet planned now."""
         for _ in self._pending:
             pass
+        if len(self.groups) < len(self.lengths):
+            raise RuntimeError(
+                f"Planning stopped after {len(self.groups)} of {len(self.lengths)} groups (it "
+                "was interrupted): plan again with a new WorkPlanner."
+            )
         return Work(
             metric=self.metric,
             groups=tuple(self.groups),

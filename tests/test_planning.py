@@ -223,3 +223,22 @@ def test_groups_are_planned_when_their_first_batch_is_reached(tokenizer):
     assert fed_copies(streamed, mask) == fed_copies(whole, mask)
     lengths = [group.length for group in whole.groups]
     assert [group.length for group in streamed.groups] == lengths == sorted(lengths)[::-1]
+
+
+def test_a_plan_whose_planning_was_interrupted_is_not_passed_off_as_whole(tokenizer, monkeypatch):
+    encodings = encode_requests(tokenizer, REQUESTS)
+    arguments = (encodings, special_tokens(tokenizer), 62, get_metric("word_l2r"), BUDGET)
+    planner = planning.WorkPlanner(*arguments)
+    plan_group, calls = planning._group, []
+
+    def interrupted(*args):
+        calls.append(1)
+        if len(calls) == 2:
+            raise KeyboardInterrupt
+        return plan_group(*args)
+
+    monkeypatch.setattr(planning, "_group", interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        list(planner)
+    with pytest.raises(RuntimeError, match="Planning stopped after 1 of"):
+        planner.work()
