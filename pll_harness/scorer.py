@@ -90,11 +90,16 @@ class SentenceScore:
 
     ``logprob`` is the natural-log sum over ``tokens``; ``is_greedy`` is True when every
     scored token was the model's argmax at its own masked position.  The per-token parts
-    are slices of a run's :class:`ScoredTokens`, made when read; a score compares, hashes
-    and pickles by its values, like the frozen record it reads as.
+    are slices of a run's :class:`ScoredTokens`, made when read; a score compares, hashes,
+    pickles and matches (``case SentenceScore(text, tokens, ...)``) by its values, like the
+    frozen dataclass it was until 2026-11, and a score pickled then still loads.  It is no
+    dataclass now: ``as_dict()`` serves where ``dataclasses.asdict`` did.  A score keeps
+    its whole run's block alive; to keep a few scores of a large run without it, copy them
+    (``SentenceScore(*score.values())``).
     """
 
-    __slots__ = ("_block", "_index", "_text")
+    __slots__ = ("__weakref__", "_block", "_index", "_text")
+    __match_args__ = SCORE_FIELDS
 
     def __init__(
         self,
@@ -158,22 +163,27 @@ class SentenceScore:
         block, index = self._block, self._index
         return all(block.greedy[block.bounds[index] : block.bounds[index + 1]])
 
-    def _values(self) -> tuple[Any, ...]:
+    def values(self) -> tuple[Any, ...]:
+        """The fields in :data:`SCORE_FIELDS` order, which the constructor takes."""
         return (self.text, self.tokens, self.token_ids, self.token_logprobs, self.token_greedy)
 
     def __eq__(self, other: object) -> bool:
         if not isinstance(other, SentenceScore):
             return NotImplemented
-        return self._values() == other._values()
+        return self.values() == other.values()
 
     def __hash__(self) -> int:
-        return hash(self._values())
+        return hash(self.values())
 
     def __reduce__(self) -> tuple[Any, ...]:
-        return (SentenceScore, self._values())
+        return (SentenceScore, self.values())
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        """A score pickled as a frozen dataclass: its fields by name."""
+        SentenceScore.__init__(self, *(state[name] for name in SCORE_FIELDS))
 
     def __repr__(self) -> str:
-        fields = zip(SCORE_FIELDS, self._values(), strict=True)
+        fields = zip(SCORE_FIELDS, self.values(), strict=True)
         return f"SentenceScore({', '.join(f'{name}={value!r}' for name, value in fields)})"
 
     def as_dict(self) -> dict[str, Any]:

@@ -9,6 +9,7 @@ from __future__ import annotations
 import dataclasses
 import math
 import pickle
+import weakref
 from types import SimpleNamespace
 
 import pytest
@@ -16,6 +17,7 @@ import torch
 from conftest import real_model_dirs
 from reference_pll import float64_model, naive_pll, naive_scores, target_positions
 
+from pll_harness import scorer as scorer_module
 from pll_harness.metrics import PLL_METRICS
 from pll_harness.scorer import PLLScorer, SentenceScore, default_batch_tokens
 
@@ -429,6 +431,39 @@ def test_scores_read_out_of_a_run_are_values_like_a_record(tiny_bert_dir):
     assert len({scores[1], scores[3]}) == 1
     with pytest.raises(AttributeError):
         scores[0].text = "changed"
+    match scores[1]:
+        case SentenceScore(text, tokens, _, logprobs, _):
+            assert (text, tokens, logprobs) == (
+                texts[1],
+                scores[1].tokens,
+                scores[1].token_logprobs,
+            )
+    assert weakref.ref(scores[0])() is scores[0]
+    alone = SentenceScore(*scores[0].values())
+    assert alone == scores[0] and alone._block is not scores[0]._block
+    assert len(alone._block.logprobs) == len(alone.token_logprobs)
+
+
+def test_a_score_pickled_as_the_frozen_dataclass_it_was_still_loads(monkeypatch):
+    """Until 2026-11 SentenceScore was a frozen dataclass, pickled with its fields as state."""
+
+    @dataclasses.dataclass(frozen=True)
+    class SentenceScore:  # the old class, under the name pickle records
+        text: str
+        tokens: tuple[str, ...]
+        token_ids: tuple[int, ...]
+        token_logprobs: tuple[float, ...]
+        token_greedy: tuple[bool, ...]
+
+    SentenceScore.__module__ = scorer_module.__name__
+    SentenceScore.__qualname__ = "SentenceScore"
+    values = ("A cat", ("A", "cat"), (5, 6), (-1.5, -0.25), (True, False))
+    monkeypatch.setattr(scorer_module, "SentenceScore", SentenceScore)
+    old = pickle.dumps(SentenceScore(*values))
+    monkeypatch.undo()
+    loaded = pickle.loads(old)
+    assert isinstance(loaded, scorer_module.SentenceScore)
+    assert loaded == scorer_module.SentenceScore(*values) and loaded.logprob == -1.75
 
 
 def test_a_score_needs_one_value_of_each_kind_per_token():
