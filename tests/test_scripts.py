@@ -197,9 +197,10 @@ def test_pll_bench_report_lists_the_profiled_gpu_kernels():
     assert "| `ampere_bf16_s16816gemm` | 4.250 |" in text
 
 
-def test_pll_bench_prints_the_baselines_steps_beside_ours():
-    """A baseline revision's steps are timed as ours are, and the step table names the
-    engine of each row; a report written before the answers column still renders."""
+def test_pll_bench_prints_the_baselines_steps_beside_ours(monkeypatch):
+    """A baseline revision's steps are timed as ours are (one whose internals predate them
+    is timed as a whole), and the step table names the engine of each row; a report
+    written before the answers column still renders."""
     pll_bench = _load_pll_bench()
     texts = ["The hooligan wrecked the souvenir.", "Dogs bark."]
     spec = {"model": str(TINY_BERT_DIR), "texts": texts, "threads": torch.get_num_threads()}
@@ -207,6 +208,13 @@ def test_pll_bench_prints_the_baselines_steps_beside_ours():
     baseline = pll_bench.worker_baseline(spec)
     assert baseline["engine"] == "baseline abc1234"
     assert {"tokenize", "plan", "run", "assemble", "answers"} <= baseline["phases"].keys()
+
+    def older_internals(scorer, *rest):  # a revision from before the bulk engine's Jobs
+        raise AttributeError("'list' object has no attribute 'encodings'")
+
+    monkeypatch.setattr(pll_bench, "_phases", older_internals)
+    older = pll_bench.worker_baseline(spec)
+    assert "phases" not in older and older["scores"] == baseline["scores"]
     committed = REPO_ROOT / "bench" / "results" / "amd-epyc-2cpu-2026-11-23-nano-all.json"
     report = json.loads(committed.read_text())
     ours, other = report["rows"][0], report["rows"][1]
