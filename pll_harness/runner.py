@@ -5,7 +5,8 @@ to the encoder without padding and without an attention mask.  The MLM head, and
 the architecture allows the encoder's last layer (:mod:`pll_harness.heads`), run at the
 target positions only; log-softmax runs in float32 whatever the model's dtype.  Results
 stay on the device until the run ends: on a GPU nothing waits for a batch to finish
-before the next is sent, and progress is read from CUDA events.
+before the next is sent (the host plans the next group meanwhile, see
+:meth:`PLLRunner.run_planned`), and progress is read from CUDA events.
 """
 
 from __future__ import annotations

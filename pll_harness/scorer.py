@@ -212,9 +212,10 @@ class PLLScorer:
     """Pseudo-log-likelihood scorer for one masked LM and one metric.
 
     A run has four steps, each over all requests at once: :meth:`distinct_jobs` tokenizes
-    the distinct requests in one tokenizer call, :meth:`plan_work` plans copies and
-    batches with array operations (:mod:`pll_harness.planning`), the runner scores the
-    batches, and :meth:`assemble` slices the per-token results out of one flat array.
+    the distinct requests in one tokenizer call, :meth:`planner` plans copies and batches
+    with array operations (:mod:`pll_harness.planning`), one group of one length at a time
+    as the runner reaches it, the runner scores the batches, and :meth:`assemble` gives
+    each job a view into one flat array of per-token results.
     """
 
     def __init__(
