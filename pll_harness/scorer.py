@@ -20,6 +20,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from pll_harness.architectures import max_positions
 from pll_harness.arguments import check_known
 from pll_harness.collector import collector_paused
 from pll_harness.encoding import (
@@ -243,13 +244,7 @@ class PLLScorer:
         self.tokenizer = tokenizer
         self.device = torch.device(device) if device is not None else _model_device(model)
         self.specials: SpecialTokens = special_tokens(tokenizer)
-        limit = model_max_length(model, tokenizer)
-        if max_length is not None and max_length > limit:
-            raise ValueError(
-                f"max_length={max_length} exceeds what this model accepts ({limit} tokens, "
-                "special tokens included). Use max_length<=" + str(limit) + "."
-            )
-        self.max_length = max_length or limit
+        self.max_length = _max_length(model, tokenizer, max_length)
         if self.max_length <= self.specials.count:
             raise ValueError(f"max_length={self.max_length} leaves no room for text tokens.")
         self.batching = Batching(
@@ -555,6 +550,33 @@ def _texts(texts: Iterable[Any]) -> Iterator[str]:
                 "text. Convert it, or drop it (a missing value of a table column reads as nan)."
             )
         yield text
+
+
+def _max_length(model: torch.nn.Module, tokenizer: Any, asked: int | None) -> int:
+    """The longest input, special tokens included: by default what both the tokenizer's
+    declared ``model_max_length`` and the model's position table allow.  The declared
+    length is the tokenizer's word, not the model's: some checkpoints ship a tokenizer that
+    declares less than the model takes, so a longer ``max_length`` is taken, with a
+    warning, up to what the position table allows; past that it is an error."""
+    default = model_max_length(model, tokenizer)
+    if asked is None or asked <= default:
+        return asked or default
+    ceiling = max_positions(model) or default
+    if asked > ceiling:
+        raise ValueError(
+            f"max_length={asked} exceeds what this model accepts ({ceiling} tokens, "
+            f"special tokens included). Use max_length<={ceiling}."
+        )
+    logger.warning(
+        "max_length=%d is longer than the %d tokens that the tokenizer declares "
+        "(model_max_length); the model's position table allows %d, so inputs of up to %d "
+        "tokens are scored whole.",
+        asked,
+        default,
+        ceiling,
+        asked,
+    )
+    return asked
 
 
 def check_sizes(**sizes: Any) -> None:

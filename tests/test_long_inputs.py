@@ -336,6 +336,28 @@ def test_max_length_beyond_the_model_is_refused(fixture):
         scorer_for(fixture, max_length=fixture.tokenizer.num_special_tokens_to_add())
 
 
+def test_a_tokenizer_that_declares_less_than_the_model_takes_sets_only_the_default(fixture, caplog):
+    """Some checkpoints ship a tokenizer whose model_max_length is shorter than the model's
+    position table.  It is the default, but a longer max_length is taken (with a warning)
+    up to the table, and scores as the same length does under a tokenizer that declares
+    nothing; past the table it is refused, naming the table's limit."""
+    short = AutoTokenizer.from_pretrained(fixture.tokenizer.name_or_path)
+    short.model_max_length = 20
+    unlimited = AutoTokenizer.from_pretrained(fixture.tokenizer.name_or_path)
+    unlimited.model_max_length = 10**30
+    assert PLLScorer(fixture.model, short, device="cpu").max_length == 20
+    with caplog.at_level(logging.WARNING, logger="lm_eval.pll_harness.scorer"):
+        longer = PLLScorer(fixture.model, short, device="cpu", max_length=40)
+    assert longer.max_length == 40
+    assert "longer than the 20 tokens that the tokenizer declares" in caplog.text
+    specials = short.num_special_tokens_to_add()
+    texts = [exact_text(short, length - specials) for length in (30, 40, 90)]
+    plain = PLLScorer(fixture.model, unlimited, device="cpu", max_length=40)
+    assert longer.score(texts) == plain.score(texts)
+    with pytest.raises(ValueError, match=r"accepts \(64 tokens"):
+        PLLScorer(fixture.model, short, device="cpu", max_length=65)
+
+
 def test_the_position_table_alone_sets_the_limit(fixture):
     """With no length declared by the tokenizer, the position table sets it: 64 rows for
     BERT, 66 less ``pad_token_id + 1`` for RoBERTa and XLM-R.  Inputs of exactly that
