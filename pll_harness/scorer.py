@@ -349,7 +349,9 @@ class PLLScorer:
     ) -> list[SentenceScore]:
         """Score each continuation given its context (visible, never masked).
 
-        ``progress(n)`` is called as requests finish, with how many finished.
+        ``progress(n)`` is called as batches finish, with how many more requests' worth of
+        work is done (whole requests, see :class:`FinishedJobs`): a request scored in one
+        batch counts when it is finished, a long one as its windows are scored.
         """
         keys, jobs = self.distinct_jobs(requests)
         multiplicity = np.bincount(np.asarray(keys, dtype=np.int64), minlength=len(jobs))
@@ -397,7 +399,8 @@ class PLLScorer:
         progress: Callable[[int], None] | None = None,
         weights: Sequence[int] | np.ndarray | None = None,
     ) -> list[SentenceScore]:
-        """Score jobs in one engine run; ``progress(weights[j])`` fires when job j is done.
+        """Score jobs in one engine run; ``progress(n)`` reports the work done in whole
+        jobs, job j counting ``weights[j]`` (see :class:`FinishedJobs`).
 
         Groups are planned as the runner reaches them (:class:`WorkPlanner`), so on a GPU
         planning overlaps the batches already queued."""
@@ -466,13 +469,18 @@ class PLLScorer:
 
 
 class FinishedJobs:
-    """How many jobs (weighted) each batch finishes, the batches run in order, worked out
-    group by group as a :class:`WorkPlanner` plans them.
+    """How many jobs' worth of work (weighted) each batch finishes, the batches run in
+    order, worked out group by group as a :class:`WorkPlanner` plans them.
 
-    A job is finished with the last batch that holds one of its targets (or the target of
-    an identical sequence that answers for it).  Its sequences' lengths say in which group
-    that batch lies before any group is planned, so each group's share is counted once that
-    group is, never waiting for the whole plan."""
+    Each of a job's targets is its share of the job's weight, counted when the batch that
+    scores it (or the target of an identical sequence that answers for it) has run, and
+    the counts are whole numbers of the running total, so that a job scored in one batch
+    counts once that batch has run, as a finished request, and a long document scored in
+    many windows moves the count as its windows run instead of only at its end.  A text's
+    windows all have the model's full width (:mod:`pll_harness.windows`), so a job's
+    targets lie in one group, which its sequences' lengths name before any group is
+    planned: each group's share is counted once that group is, never waiting for the whole
+    plan."""
 
     def __init__(
         self,
@@ -483,44 +491,57 @@ class FinishedJobs:
         n_jobs = len(encodings)
         self._planner = planner
         self._weights = np.ones(n_jobs, dtype=np.int64) if weights is None else np.asarray(weights)
-        last_group = np.full(n_jobs, -1, dtype=np.int64)
-        np.maximum.at(last_group, planner.sequences.text, planner.sequence_group)
-        self._jobs_by_group = np.argsort(last_group, kind="stable")
+        group_of = np.full(n_jobs, -1, dtype=np.int64)
+        np.maximum.at(group_of, planner.sequences.text, planner.sequence_group)
+        self._jobs_by_group = np.argsort(group_of, kind="stable")
         self._group_starts = np.searchsorted(
-            last_group[self._jobs_by_group], np.arange(len(planner.lengths) + 1)
+            group_of[self._jobs_by_group], np.arange(len(planner.lengths) + 1)
         )
-        self.without_batches = int(self._weights[last_group < 0].sum())
+        self.without_batches = int(self._weights[group_of < 0].sum())
         """The jobs with nothing to score, finished before any batch."""
+        self._total = int(self._weights.sum())
         self._slot_batch = np.full(planner.n_slots, -1, dtype=np.int64)
-        self._counts: list[int] = []
+        self._done: list[float] = []
+        """The running total of finished work after each batch counted so far."""
         self._groups_counted = 0
 
     def at(self, position: int) -> int:
-        """The jobs that batch ``position`` finishes; its group must have been planned."""
-        while len(self._counts) <= position:
+        """The whole jobs' worth of work that batch ``position`` adds to the count; its
+        group must have been planned."""
+        while len(self._done) <= position:
             self._count_group(self._groups_counted)
             self._groups_counted += 1
-        return self._counts[position]
+        before = self._done[position - 1] if position else self.without_batches
+        return _whole(self._done[position]) - _whole(before)
 
     def _count_group(self, index: int) -> None:
-        """Count the jobs that group ``index`` finishes: every job whose last target lies
-        there, at the batch of its last target."""
-        planner, base = self._planner, len(self._counts)
+        """Count the work of group ``index``'s batches: each target of the jobs scored
+        there, at the batch that scores it."""
+        planner, base = self._planner, len(self._done)
         group = planner.groups[index]
         batches = [batch for batch in planner.batches[base:] if batch.group == index]
         for offset, batch in enumerate(batches):
             start, stop = group.target_range(batch.first, batch.stop)
-            self._slot_batch[group.target_slot[start:stop]] = base + offset
-        ending = self._jobs_by_group[self._group_starts[index] : self._group_starts[index + 1]]
-        counts = np.zeros(len(batches), dtype=np.int64)
-        if ending.shape[0]:
-            offsets = planner.slot_offsets
-            sizes = offsets[ending + 1] - offsets[ending]
-            starts = np.cumsum(sizes) - sizes
-            slots = np.repeat(offsets[ending] - starts, sizes) + np.arange(sizes.sum())
-            last = np.maximum.reduceat(self._slot_batch[planner.slot_source[slots]], starts)
-            np.add.at(counts, last - base, self._weights[ending])
-        self._counts.extend(counts.tolist())
+            self._slot_batch[group.target_slot[start:stop]] = offset
+        jobs = self._jobs_by_group[self._group_starts[index] : self._group_starts[index + 1]]
+        offsets = planner.slot_offsets
+        sizes = offsets[jobs + 1] - offsets[jobs]
+        starts = np.cumsum(sizes) - sizes
+        slots = np.repeat(offsets[jobs] - starts, sizes) + np.arange(sizes.sum())
+        share = np.repeat(self._weights[jobs] / sizes, sizes)
+        work = np.bincount(
+            self._slot_batch[planner.slot_source[slots]], weights=share, minlength=len(batches)
+        )
+        done = np.cumsum(work) + (self._done[-1] if self._done else self.without_batches)
+        if index == len(planner.lengths) - 1:
+            done[-1] = self._total  # whole at the end, whatever the rounding on the way
+        self._done.extend(done.tolist())
+
+
+def _whole(done: float) -> int:
+    """Whole jobs in a running total of float shares: a sum of shares that make whole
+    jobs may fall a rounding error short of the whole number."""
+    return math.floor(done + 1e-6)
 
 
 SIZE_ARGUMENTS = ("max_batch_tokens", "batch_size", "max_length")

@@ -13,8 +13,11 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import itertools
 import logging
+import math
 import weakref
+from fractions import Fraction
 
 import numpy as np
 import pytest
@@ -345,27 +348,29 @@ def test_every_batch_runs_inside_the_devices_attention_choice(scorer, monkeypatc
 
 
 def finished_by_definition(jobs: Jobs, work: Work, weights: list[int]) -> tuple[int, list[int]]:
-    """The weight of the jobs with nothing to score, and of those each batch finishes: a
-    job is done with the last batch, in order, that scores one of its slots' sources."""
+    """The weight of the jobs with nothing to score, and the whole jobs' worth of work each
+    batch adds: each target of a job is weight / targets of it, done with the batch, in
+    order, that scores its slot's source; the count is the running total's whole part."""
     batch_of = {}
     for position, batch in enumerate(work.batches):
         for slot in work.inputs(batch, 0).slots.tolist():
             batch_of[slot] = position
-    before, counts = 0, [0] * len(work.batches)
+    before, work_of = 0, [Fraction(0)] * len(work.batches)
     for job in range(len(jobs)):
         slots = range(int(work.slot_offsets[job]), int(work.slot_offsets[job + 1]))
         if not slots:
             before += weights[job]
-            continue
-        counts[max(batch_of[int(work.slot_source[slot])] for slot in slots)] += weights[job]
-    return before, counts
+        for slot in slots:
+            work_of[batch_of[int(work.slot_source[slot])]] += Fraction(weights[job], len(slots))
+    running = list(itertools.accumulate(work_of, initial=Fraction(before)))
+    return before, [math.floor(b) - math.floor(a) for a, b in itertools.pairwise(running)]
 
 
 @pytest.mark.parametrize("max_length", [None, 14])
 def test_progress_follows_the_definition_while_groups_are_planned(request, max_length):
-    """FinishedJobs counts each group as it is planned; with max_length=14 a text is
-    scored in several windows, twins answer for each other, an empty request needs no
-    batch."""
+    """FinishedJobs counts each group as it is planned, exactly as the definition does in
+    fractions; with max_length=14 a text is scored in several windows, twins answer for
+    each other, an empty request needs no batch."""
     scorer = PLLScorer.from_pretrained(
         request.getfixturevalue("tiny_bert_dir"), max_batch_tokens=60, max_length=max_length
     )
@@ -441,3 +446,25 @@ def test_a_part_cut_before_the_cap_fell_is_cut_again_before_it_runs(scorer, monk
         for (tokens, _), cap in zip(tried, caps, strict=True)
     )
     assert scorer.runner.token_cap == length
+
+
+def test_a_few_long_documents_move_the_count_before_any_of_them_is_done(request):
+    """A perplexity task of a few long documents: their windows share the batches of one
+    group, so no document is done before the last batches, yet the count moves with every
+    batch's share of the work and ends at the number of documents."""
+    scorer = PLLScorer.from_pretrained(
+        request.getfixturevalue("tiny_bert_dir"), max_batch_tokens=200, max_length=24
+    )
+    documents = [" ".join([TEXTS[i], TEXTS[i + 1], TEXTS[i + 4]] * 3) for i in range(3)]
+    seen: list[int] = []
+    scorer.score_requests([("", d) for d in documents], progress=seen.append)
+    jobs, work = planned_texts(scorer, documents)
+    last = finished_by_definition(jobs, work, [1, 1, 1])[1]
+    assert len(work.batches) > 6 and sum(seen) == 3
+    assert seen == [0, *last]
+    assert sum(1 for count in seen[:-1] if count) >= 2  # it moved before the end
+
+
+def planned_texts(scorer: PLLScorer, texts: list[str]) -> tuple[Jobs, Work]:
+    _, jobs = scorer.distinct_jobs([("", t) for t in texts])
+    return jobs, scorer.plan_work(jobs.encodings)
