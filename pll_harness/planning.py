@@ -219,12 +219,13 @@ class WorkPlanner:
         self._token_slots = np.cumsum(encodings.scored, dtype=np.int64) - 1
         self.sequences, self.truncated = _sequences(encodings, capacity)
         self.slot_source = np.arange(self.slot_offsets[-1], dtype=np.int64)
-        text_lengths = self.sequences.stop - self.sequences.start
-        self.lengths = np.unique(text_lengths)[::-1]
-        """Text tokens of each group's sequences: group ``g`` holds ``lengths[g]``."""
-        self.sequence_group = (
-            len(self.lengths) - 1 - np.searchsorted(self.lengths[::-1], text_lengths)
+        ascending, inverse = np.unique(
+            self.sequences.stop - self.sequences.start, return_inverse=True
         )
+        self.lengths = ascending[::-1]
+        """Text tokens of each group's sequences, longest first: group ``g`` holds
+        ``lengths[g]``."""
+        self.sequence_group = len(ascending) - 1 - inverse
         """The group of each sequence."""
         self.groups: list[CopyGroup] = []
         self.batches: list[Batch] = []

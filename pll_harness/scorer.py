@@ -66,12 +66,10 @@ class ScoredTokens:
         vocabulary: Sequence[str] | None = None,
         tokens: tuple[str, ...] | None = None,
     ) -> None:
-        self.bounds, self.token_ids, self.logprobs, self.greedy = (
-            bounds,
-            token_ids,
-            logprobs,
-            greedy,
-        )
+        self.bounds = bounds
+        self.token_ids = token_ids
+        self.logprobs = logprobs
+        self.greedy = greedy
         self._vocabulary, self._tokens = vocabulary, tokens
 
     @property
