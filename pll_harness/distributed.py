@@ -27,11 +27,12 @@ from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager, suppress
 from typing import TYPE_CHECKING, Any
 
+import numpy as np
 import torch
 from tqdm import tqdm
 
 from pll_harness.encoding import Encodings
-from pll_harness.planning import Batching
+from pll_harness.planning import Batch, Batching
 from pll_harness.runner import TargetScores
 
 if TYPE_CHECKING:
@@ -176,19 +177,21 @@ def launched_with_several_processes() -> bool:
     return int(os.environ.get("WORLD_SIZE", "1")) > 1
 
 
-def pool_target_scores(partial: TargetScores, group: ProcessGroup) -> TargetScores:
-    """Give every process all scores, when each scored some batches of the same work.
+def pool_target_scores(partial: Sequence[TargetScores], group: ProcessGroup) -> list[TargetScores]:
+    """Give every process all scores, when each scored some batches of the same works (one
+    :class:`TargetScores` per work, in one exchange).
 
-    Unscored slots are NaN (see ``PLLRunner.run``); the results travel as two flat
-    tensors, which keeps the exchange small on full BLiMP.
+    Unscored slots are NaN (see ``PLLRunner.run``); the results travel as flat tensors,
+    which keeps the exchange small on full BLiMP.
     """
-    logprobs, greedy = partial.logprobs.clone(), partial.greedy.clone()
-    parts = checked(group.all_gather_object((partial.logprobs, partial.greedy)))
-    for other_logprobs, other_greedy in parts:
-        done = ~torch.isnan(other_logprobs)
-        logprobs[done] = other_logprobs[done]
-        greedy[done] = other_greedy[done]
-    return TargetScores(logprobs, greedy)
+    own = [(scores.logprobs, scores.greedy) for scores in partial]
+    pooled = [TargetScores(logprobs.clone(), greedy.clone()) for logprobs, greedy in own]
+    for other in checked(group.all_gather_object(own)):
+        for scores, (other_logprobs, other_greedy) in zip(pooled, other, strict=True):
+            done = ~torch.isnan(other_logprobs)
+            scores.logprobs[done] = other_logprobs[done]
+            scores.greedy[done] = other_greedy[done]
+    return pooled
 
 
 def score_shared(
@@ -202,35 +205,54 @@ def score_shared(
     """Score this process's ``requests`` as its share of one run over every process's
     requests (see the module docstring); every process must call this together.
 
-    ``then`` runs on this process's scores before the last exchange (the token log), so
-    that its failure stops the others too rather than leaving them in lm-eval's next
-    collective."""
+    The parts of a run (:mod:`pll_harness.parts`) are pooled and planned one by one, as
+    one process plans them, and their batches are dealt out together.  ``then`` runs on
+    this process's scores before the last exchange (the token log), so that its failure
+    stops the others too rather than leaving them in lm-eval's next collective."""
     with failing_together(group):
         started = time.perf_counter()
         keys, jobs = scorer.distinct_jobs(requests)
         tokenized = time.perf_counter()
-        everyone: list[Encodings] = checked(group.all_gather_object(jobs.encodings))
-        first_job = sum(len(part) for part in everyone[: group.rank])
-        work = scorer.plan_work(Encodings.concatenate(everyone))
-        costs = [work.cost(batch) for batch in work.batches]
+        everyone = checked(group.all_gather_object((jobs.encodings, jobs.bounds)))
+        works, firsts = [], []
+        for part in range(len(jobs.bounds) - 1):
+            shares = [
+                encodings.select(np.arange(*bounds[part : part + 2]))
+                for encodings, bounds in everyone
+            ]
+            works.append(scorer.plan_work(Encodings.concatenate(shares)))
+            firsts.append(sum(len(share) for share in shares[: group.rank]))
+        batches = [(part, batch) for part, work in enumerate(works) for batch in work.batches]
+        costs = [works[part].cost(batch) for part, batch in batches]
         owners = balance_by_cost(costs, group.world_size)
-        mine = [b for b, owner in zip(work.batches, owners, strict=True) if owner == group.rank]
+        mine: list[list[Batch]] = [[] for _ in works]
+        for (part, batch), owner in zip(batches, owners, strict=True):
+            if owner == group.rank:
+                mine[part].append(batch)
         planned = time.perf_counter()
         with tqdm(
-            total=len(mine),
+            total=sum(map(len, mine)),
             desc=f"{description} (rank 0's batches)",
             unit="batch",
             disable=disable_tqdm or group.rank != 0,
         ) as bar:
-            partial = scorer.runner.run(work, mine, lambda _: bar.update())
+            partial = [
+                scorer.runner.run(work, own, lambda _: bar.update())
+                for work, own in zip(works, mine, strict=True)
+            ]
         scored = time.perf_counter()
-        scores = scorer.assemble(jobs, work, pool_target_scores(partial, group), first_job)
+        pooled = pool_target_scores(partial, group)
+        scores = [
+            score
+            for part, (work, results, first) in enumerate(zip(works, pooled, firsts, strict=True))
+            for score in scorer.assemble(jobs.part(part), work, results, first)
+        ]
         logger.info(
             "Rank %d scored %d of %d batches (cost %d of %d) in %.2f s; it tokenized its %d "
             "requests in %.2f s, planned all in %.2f s, pooled and assembled in %.2f s.",
             group.rank,
-            len(mine),
-            len(work.batches),
+            sum(map(len, mine)),
+            len(batches),
             sum(cost for cost, owner in zip(costs, owners, strict=True) if owner == group.rank),
             sum(costs),
             scored - planned,

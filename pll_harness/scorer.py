@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import copy
 import inspect
+import itertools
 import logging
 import math
 import numbers
@@ -34,6 +35,7 @@ from pll_harness.encoding import (
 from pll_harness.heads import split_masked_lm
 from pll_harness.loading import LoadedModel, load_masked_lm, model_max_length
 from pll_harness.metrics import DEFAULT_METRIC, get_metric
+from pll_harness.parts import in_parts, prepared_ahead, request_parts
 from pll_harness.planning import Batching, Work, WorkPlanner
 from pll_harness.runner import PLLRunner, TargetScores
 
@@ -198,23 +200,38 @@ class SentenceScore:
 
 @dataclass(frozen=True)
 class Jobs:
-    """Distinct requests: the continuation each scores and the tokens of all of them."""
+    """Distinct requests: the continuation each scores and the tokens of all of them.
+
+    Jobs ``part_bounds[k]:part_bounds[k + 1]`` form part ``k`` of the run
+    (:mod:`pll_harness.parts`); without bounds, all jobs are one part."""
 
     texts: list[str]
     encodings: Encodings
+    part_bounds: tuple[int, ...] | None = None
 
     def __len__(self) -> int:
         return len(self.texts)
+
+    @property
+    def bounds(self) -> tuple[int, ...]:
+        return (0, len(self)) if self.part_bounds is None else self.part_bounds
+
+    def part(self, index: int) -> Jobs:
+        """The jobs of part ``index``, as jobs of one part."""
+        start, stop = self.bounds[index], self.bounds[index + 1]
+        return Jobs(self.texts[start:stop], self.encodings.select(np.arange(start, stop)))
 
 
 class PLLScorer:
     """Pseudo-log-likelihood scorer for one masked LM and one metric.
 
-    A run has four steps, each over all requests at once: :meth:`distinct_jobs` tokenizes
-    the distinct requests in one tokenizer call, :meth:`planner` plans copies and batches
-    with array operations (:mod:`pll_harness.planning`), one group of one length at a time
-    as the runner reaches it, the runner scores the batches, and :meth:`assemble` gives
-    each job a view into one flat array of per-token results.
+    A run has four steps, each over all requests of a part at once (a run's distinct
+    requests fall into a few parts by content, :mod:`pll_harness.parts`, so that on an
+    accelerator one part is prepared while the one before runs): the part's requests are
+    tokenized in one tokenizer call, :meth:`planner` plans copies and batches with array
+    operations (:mod:`pll_harness.planning`), one group of one length at a time as the
+    runner reaches it, the runner scores the batches, and :meth:`assemble` gives each job
+    a view into one flat array of per-token results.
     """
 
     def __init__(
@@ -254,6 +271,10 @@ class PLLScorer:
             device=self.device,
             vocab_size=_vocab_size(model),
         )
+        self.prepare_ahead = self.device.type != "cpu"
+        """Whether the next part of a run is prepared in a thread while this one runs (see
+        :meth:`_score_parts`): on accelerators, not on a CPU, whose cores would only be
+        shared between the two."""
         self._vocabulary: list[str] | None = None
         self._whitespace_inside_words = whitespace_inside_words(tokenizer)
         self._warned: set[str] = set()
@@ -350,22 +371,53 @@ class PLLScorer:
         ``progress(n)`` is called as batches finish, with how many more requests' worth of
         work is done (whole requests, see :class:`FinishedJobs`): a request scored in one
         batch counts when it is finished, a long one as its windows are scored.
-        """
-        keys, jobs = self.distinct_jobs(requests)
-        multiplicity = np.bincount(np.asarray(keys, dtype=np.int64), minlength=len(jobs))
-        scores = self.score_jobs(jobs, progress, multiplicity)
-        return [scores[key] for key in keys]
 
-    @collector_paused()
+        The requests are scored part by part (:mod:`pll_harness.parts`); on an accelerator
+        each part is tokenized and its planning begun in a thread while the device runs
+        the part before.
+        """
+        keys, pairs, bounds = self._distinct(requests)
+        weights = np.bincount(keys, minlength=len(pairs))
+        parts = (
+            (start, self._jobs(pairs[start:stop]))
+            for start, stop in itertools.pairwise(bounds)
+            if start < stop
+        )
+        scores = self._score_parts(parts, progress, weights)
+        return [scores[key] for key in keys.tolist()]
+
     def distinct_jobs(self, requests: Sequence[tuple[str, str]]) -> tuple[list[int], Jobs]:
         """Map each request to a distinct job (``keys[i]`` is request i's job) and tokenize
-        the jobs in one call; identical requests are tokenized and scored once."""
+        the jobs in one call; identical requests are tokenized and scored once.  The jobs
+        come part after part (:mod:`pll_harness.parts`)."""
+        keys, pairs, bounds = self._distinct(requests)
+        jobs = self._jobs(pairs)
+        return keys.tolist(), Jobs(jobs.texts, jobs.encodings, tuple(bounds.tolist()))
+
+    @collector_paused()
+    def _distinct(
+        self, requests: Sequence[tuple[str, str]]
+    ) -> tuple[np.ndarray, list[tuple[str, str]], np.ndarray]:
+        """Each request's job, the distinct requests part after part, and where each part
+        starts among them (see :func:`pll_harness.parts.in_parts`)."""
         index: dict[tuple[str, str], int] = {}
-        keys = [index.setdefault(pair, len(index)) for pair in map(tuple, requests)]
+        keys = np.fromiter(
+            (index.setdefault(pair, len(index)) for pair in map(tuple, requests)),
+            dtype=np.int64,
+            count=len(requests),
+        )
         pairs = list(index)
+        order, bounds = in_parts(request_parts(pairs))
+        job = np.empty_like(order)
+        job[order] = np.arange(order.shape[0])
+        return job[keys], [pairs[i] for i in order.tolist()], bounds
+
+    @collector_paused()
+    def _jobs(self, pairs: Sequence[tuple[str, str]]) -> Jobs:
+        """The distinct ``pairs`` as jobs, tokenized in one call."""
         encoded = encode_requests(self.tokenizer, pairs, self._whitespace_inside_words)
         encodings = self._literal_specials_in(encoded)
-        return keys, Jobs([continuation for _, continuation in pairs], encodings)
+        return Jobs([continuation for _, continuation in pairs], encodings)
 
     def _literal_specials_in(self, encodings: Encodings) -> Encodings:
         """A special token's text inside a request (``[MASK]``, ``[SEP]``, ``</s>``) becomes
@@ -397,19 +449,43 @@ class PLLScorer:
         progress: Callable[[int], None] | None = None,
         weights: Sequence[int] | np.ndarray | None = None,
     ) -> list[SentenceScore]:
-        """Score jobs in one engine run; ``progress(n)`` reports the work done in whole
-        jobs, job j counting ``weights[j]`` (see :class:`FinishedJobs`).
+        """Score jobs in one engine run, part after part; ``progress(n)`` reports the work
+        done in whole jobs, job j counting ``weights[j]`` (see :class:`FinishedJobs`)."""
+        parts = (
+            (start, jobs.part(index))
+            for index, (start, stop) in enumerate(itertools.pairwise(jobs.bounds))
+            if start < stop
+        )
+        return self._score_parts(parts, progress, weights)
+
+    def _score_parts(
+        self,
+        parts: Iterable[tuple[int, Jobs]],
+        progress: Callable[[int], None] | None,
+        weights: Sequence[int] | np.ndarray | None,
+    ) -> list[SentenceScore]:
+        """Score each part's jobs (given with the index of its first job) in turn.
 
         Groups are planned as the runner reaches them (:class:`WorkPlanner`), so on a GPU
-        planning overlaps the batches already queued."""
-        planner = self.planner(jobs.encodings)
-        on_batch_done = None
-        if progress is not None:
-            finished = FinishedJobs(jobs.encodings, planner, weights)
-            progress(finished.without_batches)
-            on_batch_done = lambda position: progress(finished.at(position))  # noqa: E731
-        results = self.runner.run_planned(self._metric, planner.n_slots, planner, on_batch_done)
-        return self.assemble(jobs, planner.work(), results)
+        planning overlaps the batches already queued; there the next part is also
+        prepared (tokenized, its planner made) in a thread while the device runs this
+        one (:attr:`prepare_ahead`)."""
+        prepared: Iterator[tuple[int, Jobs, WorkPlanner]] = (
+            (start, jobs, self.planner(jobs.encodings)) for start, jobs in parts
+        )
+        if self.prepare_ahead:
+            prepared = prepared_ahead(prepared)
+        runs = []
+        for start, jobs, planner in prepared:
+            on_batch_done = None
+            if progress is not None:
+                share = None if weights is None else weights[start : start + len(jobs)]
+                finished = FinishedJobs(jobs.encodings, planner, share)
+                progress(finished.without_batches)
+                on_batch_done = lambda position, f=finished: progress(f.at(position))  # noqa: E731
+            results = self.runner.run_planned(self._metric, planner.n_slots, planner, on_batch_done)
+            runs.append((jobs, planner.work(), results))
+        return [score for run in runs for score in self.assemble(*run)]
 
     def plan_work(self, encodings: Encodings) -> Work:
         """Copies and batches for every scored token of ``encodings``, all planned at once

@@ -65,12 +65,13 @@ def test_parts_pooled_equal_one_full_run_exactly(scorer):
     even = scorer.runner.run(work, work.batches[0::2])
     odd = scorer.runner.run(work, work.batches[1::2])
     assert bool(torch.isnan(even.logprobs).any())  # the parts really are partial
-    pooled = pool_target_scores(
-        even, GatheredGroup([(even.logprobs, even.greedy), (odd.logprobs, odd.greedy)])
+    (pooled,) = pool_target_scores(
+        [even], GatheredGroup([[(even.logprobs, even.greedy)], [(odd.logprobs, odd.greedy)]])
     )
     assert torch.equal(full.logprobs, pooled.logprobs)
     assert torch.equal(full.greedy, pooled.greedy)
-    assert scorer.assemble(jobs, work, pooled) == scorer.score_jobs(jobs)
+    one_part = Jobs(jobs.texts, jobs.encodings)
+    assert scorer.assemble(jobs, work, pooled) == scorer.score_jobs(one_part)
 
 
 def test_assembling_an_incomplete_run_is_an_error(scorer):
@@ -85,7 +86,8 @@ def test_progress_counts_every_request_once(scorer):
     requests = [("", t) for t in TEXTS] + [("", TEXTS[0]), ("Nothing", "")]
     scorer.score_requests(requests, progress=seen.append)
     assert sum(seen) == len(requests)
-    assert seen[0] == 1  # the empty continuation is done before any batch runs
+    keys, jobs = scorer.distinct_jobs(requests)
+    assert seen == progress_by_definition(scorer, jobs, np.bincount(keys).tolist())
 
 
 @pytest.mark.parametrize("rows_per_chunk", [1, 3, 1000])
@@ -366,6 +368,21 @@ def finished_by_definition(jobs: Jobs, work: Work, weights: list[int]) -> tuple[
     return before, [math.floor(b) - math.floor(a) for a, b in itertools.pairwise(running)]
 
 
+def progress_by_definition(scorer: PLLScorer, jobs: Jobs, weights: list[int]) -> list[int]:
+    """What ``progress`` is told over a run in parts: for each part that has jobs, the
+    weight of those with nothing to score, then :func:`finished_by_definition` of the
+    part's own plan, batch by batch."""
+    told = []
+    for index, (start, stop) in enumerate(itertools.pairwise(jobs.bounds)):
+        if start < stop:
+            part = jobs.part(index)
+            before, counts = finished_by_definition(
+                part, scorer.plan_work(part.encodings), weights[start:stop]
+            )
+            told += [before, *counts]
+    return told
+
+
 @pytest.mark.parametrize("max_length", [None, 14])
 def test_progress_follows_the_definition_while_groups_are_planned(request, max_length):
     """FinishedJobs counts each group as it is planned, exactly as the definition does in
@@ -391,8 +408,11 @@ def test_progress_follows_the_definition_while_groups_are_planned(request, max_l
         got.append(finished.at(position))
     assert got == expected and sum(got) + expected_before == sum(weights)
     seen = []
-    scorer.score_jobs(jobs, seen.append, weights)
+    scorer.score_jobs(Jobs(jobs.texts, jobs.encodings), seen.append, weights)
     assert seen == [expected_before, *expected]
+    seen = []
+    scorer.score_jobs(jobs, seen.append, weights)  # in parts
+    assert seen == progress_by_definition(scorer, jobs, weights) and sum(seen) == sum(weights)
 
 
 def test_groups_are_planned_while_earlier_batches_run(scorer, monkeypatch):
@@ -459,9 +479,8 @@ def test_a_few_long_documents_move_the_count_before_any_of_them_is_done(request)
     seen: list[int] = []
     scorer.score_requests([("", d) for d in documents], progress=seen.append)
     jobs, work = planned_texts(scorer, documents)
-    last = finished_by_definition(jobs, work, [1, 1, 1])[1]
     assert len(work.batches) > 6 and sum(seen) == 3
-    assert seen == [0, *last]
+    assert seen == progress_by_definition(scorer, jobs, [1, 1, 1])
     assert sum(1 for count in seen[:-1] if count) >= 2  # it moved before the end
 
 

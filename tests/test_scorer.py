@@ -9,9 +9,12 @@ from __future__ import annotations
 import dataclasses
 import math
 import pickle
+import random
+import threading
 import weakref
 from types import SimpleNamespace
 
+import numpy as np
 import pytest
 import torch
 from conftest import real_model_dirs
@@ -469,3 +472,89 @@ def test_a_score_pickled_as_the_frozen_dataclass_it_was_still_loads(monkeypatch)
 def test_a_score_needs_one_value_of_each_kind_per_token():
     with pytest.raises(ValueError, match="one token, id, logprob and flag per token"):
         SentenceScore("A cat", ("A", "cat"), (1, 2), (-1.0,), (True, False))
+
+
+MANY = [("", f"{SENTENCES[i % len(SENTENCES)]} Number {i}.") for i in range(120)] + [
+    (f"Question {i}:", " the answer") for i in range(40)
+]
+
+
+def test_requests_in_any_order_get_the_same_scores_exactly(tiny_bert_dir):
+    """A request's part follows from its content (pll_harness.parts), so the batches, and
+    every bit of every score, do not depend on where it stands."""
+    scorer = scorer_for(tiny_bert_dir, "word_l2r", max_batch_tokens=300)
+    _, jobs = scorer.distinct_jobs(MANY)
+    assert np.count_nonzero(np.diff(jobs.bounds)) >= 4
+    order = list(range(len(MANY)))
+    random.Random(5).shuffle(order)
+    scores = scorer.score_requests(MANY)
+    shuffled = scorer.score_requests([MANY[i] for i in order])
+    assert shuffled == [scores[i] for i in order]
+
+
+@pytest.mark.parametrize("model", ["tiny_bert_dir", "tiny_roberta_dir"])
+def test_scores_in_parts_equal_scores_in_one_part(request, model):
+    """Parts only change which copies share a batch: float32 rounding at most."""
+    scorer = scorer_for(request.getfixturevalue(model), "word_l2r", max_batch_tokens=300)
+    keys, jobs = scorer.distinct_jobs(MANY)
+    one_part = scorer.score_jobs(scorer_module.Jobs(jobs.texts, jobs.encodings))
+    in_parts = scorer.score_requests(MANY)
+    assert len(in_parts) == len(MANY)
+    for key, score in zip(keys, in_parts, strict=True):
+        assert score.tokens == one_part[key].tokens
+        assert score.token_logprobs == pytest.approx(one_part[key].token_logprobs, abs=1e-5)
+
+
+def test_the_next_part_is_tokenized_while_a_part_is_scored(tiny_bert_dir, monkeypatch):
+    """With prepare_ahead (on accelerators), part k + 1 is tokenized in a thread while
+    part k's batches run: the first batch waits for the second part's tokenizing to
+    begin, which tokenizing in turn would never do; the scores are those of the parts
+    scored in turn, bit for bit."""
+    scorer = scorer_for(tiny_bert_dir, "word_l2r", max_batch_tokens=300)
+    assert not scorer.prepare_ahead  # on the CPU
+    in_turn = scorer.score_requests(MANY)
+    tokenizing = []
+    second_begun = threading.Event()
+    jobs_of = scorer._jobs
+
+    def tokenize(pairs):
+        tokenizing.append(threading.current_thread().name)
+        if len(tokenizing) == 2:
+            second_begun.set()
+        return jobs_of(pairs)
+
+    states = scorer.runner.parts.states
+    waited = []
+
+    def first_waits(input_ids, rows, positions):
+        if not waited:
+            waited.append(second_begun.wait(timeout=10))
+        return states(input_ids, rows, positions)
+
+    monkeypatch.setattr(scorer, "_jobs", tokenize)
+    monkeypatch.setattr(
+        scorer.runner, "parts", dataclasses.replace(scorer.runner.parts, states=first_waits)
+    )
+    scorer.prepare_ahead = True
+    ahead = scorer.score_requests(MANY)
+    assert waited == [True] and len(tokenizing) >= 4
+    assert threading.current_thread().name not in tokenizing
+    assert ahead == in_turn
+
+
+def test_an_error_while_preparing_the_next_part_stops_the_run(tiny_bert_dir, monkeypatch):
+    scorer = scorer_for(tiny_bert_dir, "word_l2r", max_batch_tokens=300)
+    scorer.prepare_ahead = True
+    calls = []
+    jobs_of = scorer._jobs
+
+    def tokenize(pairs):
+        calls.append(len(pairs))
+        if len(calls) == 3:
+            raise ValueError("the third part failed")
+        return jobs_of(pairs)
+
+    monkeypatch.setattr(scorer, "_jobs", tokenize)
+    with pytest.raises(ValueError, match="the third part failed"):
+        scorer.score_requests(MANY)
+    assert len(calls) == 3

@@ -1,0 +1,119 @@
+"""Which part of a run a request belongs to, and preparing the next part in a thread."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import threading
+import time
+
+import numpy as np
+import pytest
+
+from pll_harness.parts import PART_SHARES, in_parts, prepared_ahead, request_parts
+
+REQUESTS = [("", f"Sentence number {i} is here.") for i in range(20_000)] + [
+    (f"Context {i}:", f" answer {i}") for i in range(12_000)
+]
+
+
+def test_parts_take_their_shares_of_the_requests():
+    """32,000 requests; each part's count is within 4 standard deviations of its share
+    (binomial), and every part has requests."""
+    counts = np.bincount(request_parts(REQUESTS), minlength=len(PART_SHARES))
+    assert counts.shape == (len(PART_SHARES),)
+    n, shares = len(REQUESTS), np.array(PART_SHARES) / sum(PART_SHARES)
+    assert np.all(np.abs(counts - n * shares) < 4 * np.sqrt(n * shares * (1 - shares)))
+
+
+def test_a_request_is_in_the_same_part_wherever_it_stands():
+    parts = request_parts(REQUESTS)
+    order = np.random.default_rng(0).permutation(len(REQUESTS))
+    shuffled = request_parts([REQUESTS[i] for i in order])
+    assert np.array_equal(shuffled, parts[order])
+    assert request_parts([]).shape == (0,)
+
+
+def test_the_context_counts_as_well_as_the_continuation():
+    parts = request_parts(
+        [("", f"x{i}") for i in range(200)] + [("c", f"x{i}") for i in range(200)]
+    )
+    assert not np.array_equal(parts[:200], parts[200:])
+
+
+def test_parts_are_the_same_in_every_process():
+    """Data-parallel processes must agree: Python's own string hash differs between
+    processes (PYTHONHASHSEED), which a hash-based part would follow."""
+    code = (
+        "from pll_harness.parts import request_parts; "
+        "print(request_parts([('', f'Sentence {i}.') for i in range(300)]).tolist())"
+    )
+    outputs = {
+        subprocess.run(
+            [sys.executable, "-c", code],
+            env={**os.environ, "PYTHONHASHSEED": seed},
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout
+        for seed in ("1", "2")
+    }
+    here = str(request_parts([("", f"Sentence {i}.") for i in range(300)]).tolist())
+    assert outputs == {here + "\n"}
+
+
+def test_in_parts_orders_part_after_part_and_keeps_the_order_within_a_part():
+    parts = np.array([2, 0, 4, 0, 2, 1])
+    order, bounds = in_parts(parts)
+    assert order.tolist() == [1, 3, 5, 0, 4, 2]
+    assert bounds.tolist() == [0, 2, 3, 5, 5, 6]
+
+
+def test_items_prepared_ahead_come_in_order_and_the_next_is_made_meanwhile():
+    """While the caller holds item k, item k + 1 is being made in another thread: the
+    caller waits for its making to start, which a producer run only when the caller asks
+    for the next item would never do."""
+    making = [threading.Event() for _ in range(3)]
+
+    def items():
+        for k in range(3):
+            making[k].set()
+            yield k, threading.current_thread().name
+
+    got, next_begun = [], []
+    for k, thread in prepared_ahead(items()):
+        got.append((k, thread))
+        if k + 1 < len(making):
+            next_begun.append(making[k + 1].wait(timeout=5))
+    assert [k for k, _ in got] == [0, 1, 2]
+    assert next_begun == [True, True]
+    assert all(thread != threading.current_thread().name for _, thread in got)
+
+
+def test_an_error_while_preparing_is_raised_where_its_item_would_come():
+    def items():
+        yield 1
+        raise ValueError("part 2 failed")
+
+    seen = []
+    with pytest.raises(ValueError, match="part 2 failed"):
+        for item in prepared_ahead(items()):
+            seen.append(item)
+    assert seen == [1]
+
+
+def test_a_caller_that_stops_does_not_wait_for_the_item_in_progress():
+    release = threading.Event()
+
+    def items():
+        yield 1
+        release.wait(timeout=10)
+        yield 2
+
+    started = time.perf_counter()
+    ahead = prepared_ahead(items())
+    assert next(ahead) == 1
+    ahead.close()
+    assert time.perf_counter() - started < 5
+    release.set()
