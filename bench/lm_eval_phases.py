@@ -44,7 +44,8 @@ PHASES: list[tuple[str, Any, str]] = [
     ("pll-mlm: load the model", pll_harness.lm.PLLMaskedLM, "__init__"),
     ("lm-eval: build the requests", Task, "build_all_requests"),
     ("pll-mlm: loglikelihood, all of it", pll_harness.lm.PLLMaskedLM, "loglikelihood"),
-    ("  tokenize", PLLScorer, "distinct_jobs"),
+    ("  tokenize (on a GPU part by part, beside the run)", PLLScorer, "distinct_jobs"),
+    ("  tokenize (on a GPU part by part, beside the run)", PLLScorer, "_jobs"),
     ("  plan, all groups before the run", PLLScorer, "plan_work"),
     ("  run the model (planning each group as it is reached)", PLLRunner, "run"),
     ("  run the model (planning each group as it is reached)", PLLRunner, "run_planned"),
@@ -55,9 +56,12 @@ PHASES: list[tuple[str, Any, str]] = [
 """(label, owner, attribute): the functions timed, each summed over its calls.  A
 single-process run plans each group as the run reaches it, so its planning is part of the
 run and is also given on its own (every group's ``_group``, wherever it ran); revisions
-before that, and data-parallel runs, plan all groups first (``plan_work``).  ``run`` calls
-``run_planned``: a call inside a call of the same label counts once.  A function that a
-revision (on PYTHONPATH) lacks, or that the run never called, leaves its row empty."""
+before that, and data-parallel runs, plan all groups first (``plan_work``).  Tokenizing is
+``distinct_jobs`` in revisions before the parts (pll_harness.parts) and in data-parallel
+runs, else each part's ``_jobs``, which on a GPU runs in a thread while the device
+works.  ``run`` calls ``run_planned``: a call inside a call of the same label counts
+once.  A function that a revision (on PYTHONPATH) lacks, or that the run never called,
+leaves its row empty."""
 
 seconds: dict[str, float] = defaultdict(float)
 

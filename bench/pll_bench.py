@@ -361,13 +361,12 @@ def _phases(
     scorer: Any, texts: list[str], device: str, torch: Any, profile_gpu: bool
 ) -> tuple[dict[str, float], list[int]]:
     """Seconds in each step of one more ``score(texts)``: tokenize (distinct requests, one
-    tokenizer call), plan (copies and batches), run (the model; on CUDA until the last
+    tokenizer call), plan (copies and batches of each part), run (the model; on CUDA until the last
     kernel ends) and assemble, then reading every score's ``(logprob, is_greedy)`` as
     lm-eval's adapter does (*answers*: scores are views that slice their tokens when read,
     so part of the cost moved there); with ``profile_gpu`` on CUDA, a third run under
     torch.profiler gives the share of the run's wall time the GPU is busy.  Also the
     masked copies of each text, for the FLOP count."""
-    import numpy as np
 
     cuda = device.startswith("cuda")
     clock = [time.perf_counter()]
@@ -380,23 +379,32 @@ def _phases(
 
     keys, jobs = scorer.distinct_jobs([("", t) for t in texts])
     phases = {"tokenize": lap()}
-    work = scorer.plan_work(jobs.encodings)
+    # scored in parts (pll_harness.parts) since 2026-11-26; a baseline may predate them
+    bounds = getattr(jobs, "bounds", (0, len(jobs)))
+    parts = [jobs.part(k) for k in range(len(bounds) - 1)] if len(bounds) > 2 else [jobs]
+    parts = [part for part in parts if len(part)]
+    works = [scorer.plan_work(part.encodings) for part in parts]
     phases["plan"] = lap()
-    results = scorer.runner.run(work)
+    results = [scorer.runner.run(work) for work in works]
     phases["run"] = lap()
-    scores = scorer.assemble(jobs, work, results)
+    scores = [
+        score
+        for part, work, result in zip(parts, works, results, strict=True)
+        for score in scorer.assemble(part, work, result)
+    ]
     phases["assemble"] = lap()
     _answers(scores)
     phases["answers"] = lap()
-    phases["batches"] = len(work.batches)
-    phases["copies"] = sum(group.n_copies for group in work.groups)
-    phases["tokens"] = sum(work.cost(batch) for batch in work.batches)
+    phases["batches"] = sum(len(work.batches) for work in works)
+    phases["copies"] = sum(group.n_copies for work in works for group in work.groups)
+    phases["tokens"] = sum(work.cost(batch) for work in works for batch in work.batches)
     if cuda and profile_gpu:
         from torch.profiler import ProfilerActivity, profile
 
         with profile(activities=[ProfilerActivity.CUDA]) as prof:
             start = time.perf_counter()
-            scorer.runner.run(work)
+            for work in works:
+                scorer.runner.run(work)
             torch.cuda.synchronize()
             wall = time.perf_counter() - start
         events = prof.key_averages()
@@ -406,14 +414,21 @@ def _phases(
         phases["gpu_top_kernels"] = [
             [event.key[:90], event.self_device_time_total / 1e6] for event in top[:TOP_KERNELS]
         ]
+    per_job = [copies for work in works for copies in _copies_per_job(work)]
+    return phases, [per_job[key] for key in keys]
+
+
+def _copies_per_job(work: Any) -> list[int]:
+    """The masked copies each job of ``work`` costs (a twin's are its source's)."""
+    import numpy as np
+
     per_slot = np.zeros(work.n_slots)
     for group in work.groups:
         first = np.ones(group.target_copy.shape[0], dtype=bool)
         first[1:] = group.target_copy[1:] != group.target_copy[:-1]
         per_slot[group.target_slot[first]] = 1
     per_slot = per_slot[work.slot_source]
-    per_job = [int(part.sum()) for part in np.split(per_slot, work.slot_offsets[1:-1])]
-    return phases, [per_job[key] for key in keys]
+    return [int(part.sum()) for part in np.split(per_slot, work.slot_offsets[1:-1])]
 
 
 def _answers(scores: list[Any]) -> list[tuple[float, bool]]:

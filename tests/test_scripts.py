@@ -127,6 +127,37 @@ def test_pll_bench_engine_worker_counts_the_copies_the_plan_runs():
     assert out["scores"] == pytest.approx([s.logprob for s in plain], abs=1e-5)
 
 
+def test_the_stand_in_device_gets_every_batch_and_gives_its_scores_back(monkeypatch):
+    """parts_overlap.py's stand-in device: every token the plans feed the model reaches its
+    thread, nothing is left queued when ``score()`` returns, and the scores it writes (0)
+    come back, with the parts in turn and with the next one prepared ahead."""
+    from pll_harness import PLLScorer
+
+    monkeypatch.syspath_prepend(str(REPO_ROOT / "bench"))
+    spec = importlib.util.spec_from_file_location(
+        "parts_overlap", REPO_ROOT / "bench" / "parts_overlap.py"
+    )
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    scorer = PLLScorer.from_pretrained(str(TINY_BERT_DIR), max_batch_tokens=64)
+    texts = [f"The hooligan wrecked souvenir number {i}." for i in range(40)]
+    _, jobs = scorer.distinct_jobs([("", text) for text in texts])
+    works = [scorer.plan_work(jobs.part(k).encodings) for k in range(len(jobs.bounds) - 1)]
+    tokens = sum(work.cost(batch) for work in works for batch in work.batches)
+    device = module.StandInDevice(seconds_per_token=1e-6)
+    sent = []
+    put = device.queue.put
+    monkeypatch.setattr(device.queue, "put", lambda seconds: (sent.append(seconds), put(seconds)))
+    device.install(scorer)
+    for ahead in (False, True):
+        sent.clear()
+        scorer.prepare_ahead = ahead
+        scores = scorer.score(texts)
+        assert [score.logprob for score in scores] == [0.0] * len(texts)
+        assert device.queue.unfinished_tasks == 0
+        assert sum(sent) == pytest.approx(1e-6 * tokens) and len(sent) > 3
+
+
 def _stub(bin_dir: Path, name: str, body: str) -> None:
     path = bin_dir / name
     path.write_text(f'#!/bin/sh\necho "{name} $*" >> "{bin_dir}/calls"\n{body}')

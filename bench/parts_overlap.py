@@ -1,0 +1,117 @@
+"""How much host time is left on an accelerator's critical path, measured on a CPU with a
+stand-in device: preparing the next part ahead (in a thread) against in turn.
+
+    python bench/parts_overlap.py                          # all of BLiMP, 8.4 s of device
+    python bench/parts_overlap.py --device-seconds 4 --repeats 3
+
+The stand-in (:class:`StandInDevice`) keeps the host's own work of every batch (building
+its masked copies) and runs the batches in a thread of its own that waits, GIL released,
+``--device-seconds`` over all the tokens the run feeds the model, each batch its share
+(8.4 s is what the H100 took for all of BLiMP in bf16 with bert-base shapes,
+bench/README.md).  It writes log-probabilities of 0, so only the time means anything.
+What a run takes beyond the device's seconds is host time that the device waited for:
+tokenizing, planning and assembling that nothing overlapped.  The two ways alternate in
+one process, ``--repeats`` times each.  Writes ``parts-overlap-<machine>-<date>.md``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import queue
+import sys
+import threading
+import time
+from pathlib import Path
+
+import pll_bench
+
+from pll_harness import PLLScorer
+from pll_harness.runner import BATCHES_IN_FLIGHT
+
+
+class StandInDevice:
+    """A device that runs one batch after another in a thread of its own, each for its
+    share of the device's seconds, while the host goes on: launching a batch waits only
+    when BATCHES_IN_FLIGHT are queued, and a run ends when the queue is empty, as the
+    runner's are on CUDA (``pll_harness.runner``)."""
+
+    def __init__(self, seconds_per_token: float) -> None:
+        self.seconds_per_token = seconds_per_token
+        self.queue: queue.Queue[float] = queue.Queue(maxsize=BATCHES_IN_FLIGHT)
+        threading.Thread(target=self._work, daemon=True, name="stand-in-device").start()
+
+    def _work(self) -> None:
+        while True:
+            time.sleep(self.queue.get())
+            self.queue.task_done()
+
+    def install(self, scorer: PLLScorer) -> None:
+        """Run ``scorer``'s batches here: the host still builds each batch's masked copies;
+        the model's place is taken by the wait, and every log-probability is 0."""
+        runner, run_planned = scorer.runner, scorer.runner.run_planned
+
+        def score_batch(metric, group, batch, scores, buffers) -> None:
+            inputs = group.inputs(metric, batch.first, batch.stop, runner.mask_token_id)
+            self.queue.put(inputs.input_ids.size * self.seconds_per_token)
+            scores.logprobs[inputs.slots] = 0.0
+
+        def run_and_wait(*args, **kwargs):
+            results = run_planned(*args, **kwargs)
+            self.queue.join()
+            return results
+
+        runner._score_batch = score_batch
+        runner.run_planned = run_and_wait
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--device-seconds", type=float, default=8.4)
+    parser.add_argument("--repeats", type=int, default=2)
+    parser.add_argument("--max-batch-tokens", type=int, default=174_762 * 6)
+    parser.add_argument("--data", type=Path, default=pll_bench.PACKAGED_DATA / "blimp")
+    parser.add_argument("--out-dir", type=Path, default=pll_bench.REPO_ROOT / "bench" / "results")
+    args = parser.parse_args()
+    args.model, args.shared, args.arch = None, pll_bench.REPO_ROOT.parent / "shared", "nano"
+    model, description = pll_bench.resolve_model(args)
+    texts = pll_bench.blimp_sentences(args.data)
+    scorer = PLLScorer.from_pretrained(
+        str(model), pll_metric="word_l2r", max_batch_tokens=args.max_batch_tokens
+    )
+    _, jobs = scorer.distinct_jobs([("", text) for text in texts])
+    tokens = sum(
+        work.cost(batch)
+        for work in (scorer.plan_work(jobs.part(k).encodings) for k in range(len(jobs.bounds) - 1))
+        for batch in work.batches
+    )
+    StandInDevice(args.device_seconds / tokens).install(scorer)
+    scorer.score(texts[:50])
+    times: dict[str, list[float]] = {"in turn": [], "prepared ahead": []}
+    for _ in range(args.repeats):
+        for way in times:
+            scorer.prepare_ahead = way == "prepared ahead"
+            start = time.perf_counter()
+            scorer.score(texts)
+            times[way].append(time.perf_counter() - start)
+            print(f"{way}: {times[way][-1]:.2f} s", flush=True)
+    lines = [
+        f"# Parts prepared ahead against in turn, a stand-in device, {description}",
+        "",
+        f"`{' '.join(['python bench/parts_overlap.py', *sys.argv[1:]])}`: all {len(texts)} "
+        f"BLiMP sentences, `word_l2r`, {tokens} tokens fed to a stand-in device that takes "
+        f"{args.device_seconds} s for them; {args.repeats} alternating runs of each way in "
+        "one process.",
+        "",
+        "| way | seconds of `score()` | best | host time the device waited for (best) |",
+        "| --- | --- | ---: | ---: |",
+    ]
+    for way, runs in times.items():
+        listed = ", ".join(f"{run:.2f}" for run in runs)
+        best = min(runs)
+        lines.append(f"| {way} | {listed} | {best:.2f} | {best - args.device_seconds:.2f} |")
+    print("\n".join(lines))
+    pll_bench.write_lines(args.out_dir, "parts-overlap", lines)
+
+
+if __name__ == "__main__":
+    main()
