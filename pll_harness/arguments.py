@@ -1,9 +1,14 @@
-"""Keyword arguments that a function does not take, refused with the ones it does."""
+"""Keyword arguments that a function does not take, refused with the ones it does; the
+dtype names every entry point takes (here, not beside torch, so that a command line can
+list them without importing torch)."""
 
 from __future__ import annotations
 
 import difflib
 from collections.abc import Iterable, Mapping, Sequence
+
+DTYPE_NAMES = ("auto", "float32", "bfloat16", "float16")
+"""The model dtypes that can be asked for; ``auto`` keeps the checkpoint's own."""
 
 
 def check_known(

@@ -17,15 +17,13 @@ from typing import Any
 import torch
 
 from pll_harness.architectures import max_positions
+from pll_harness.arguments import DTYPE_NAMES
 from pll_harness.models import DEMO_MODEL_DIR, DEMO_MODEL_NAME
 
 logger = logging.getLogger(f"lm_eval.{__name__}")
 
 DTYPES: dict[str, torch.dtype | str] = {
-    "auto": "auto",
-    "float32": torch.float32,
-    "bfloat16": torch.bfloat16,
-    "float16": torch.float16,
+    name: name if name == "auto" else getattr(torch, name) for name in DTYPE_NAMES
 }
 
 

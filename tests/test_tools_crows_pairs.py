@@ -351,3 +351,21 @@ def test_first_items_refuses_what_is_not_a_positive_integer(limit):
         first_items(MORE_PAIRS, limit)
     assert first_items(MORE_PAIRS, None) == MORE_PAIRS
     assert first_items(MORE_PAIRS, 9) == MORE_PAIRS
+
+
+def test_dtype_and_max_length_reach_the_model_and_the_output_says_them(tiny_bert_dir, tmp_path):
+    pairs = _write_pairs(tmp_path / "pairs.csv", MORE_PAIRS)
+    out = tmp_path / "scores.csv"
+    args = ["crows-pairs", "-m", tiny_bert_dir, "--metric", "original", "--pairs", str(pairs)]
+    assert main([*args, "-o", str(out), "--dtype", "bfloat16", "--max-length", "9"]) == 0
+    rows = list(csv.DictReader(out.open(newline="")))
+    label = f"{os.path.abspath(tiny_bert_dir)} dtype=bfloat16 max_length=9"
+    assert {row["model"] for row in rows} == {label}
+    scorer = PLLScorer.from_pretrained(
+        tiny_bert_dir, pll_metric="original", device="cpu", dtype="bfloat16", max_length=9
+    )
+    expected = score_shared_tokens(scorer, [(p.sent_more, p.sent_less) for p in MORE_PAIRS])
+    assert [float(row["more_original"]) for row in rows] == pytest.approx(
+        [more.logprob for more, _ in expected], abs=1e-4
+    )
+    assert main([*args, "-o", str(out)]) == 1

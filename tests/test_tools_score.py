@@ -559,3 +559,44 @@ def test_a_refused_token_file_leaves_no_output_file(tmp_path, capsys, monkeypatc
         assert main(args) == 1
     assert "is being written by another writer" in capsys.readouterr().err
     assert not out.exists()
+
+
+def test_dtype_and_max_length_reach_the_model_and_a_resumed_file_keeps_them(
+    tmp_path, tiny_bert_dir, capsys
+):
+    """--dtype and --max-length change the numbers, so the model field says them (and
+    nothing when they are the defaults: files written before still resume) and a resume
+    under other settings is refused before anything is scored."""
+    import os
+
+    data = tmp_path / "in.txt"
+    long = "The traveler lost the souvenir that the hooligan wrecked in the town square."
+    data.write_text("\n".join([*SENTENCES, long]) + "\n")
+    out = tmp_path / "out.csv"
+    args = ["score", "-m", tiny_bert_dir, "--metric", "original", "--no-progress", str(data)]
+    assert main([*args, "-o", str(out), "--dtype", "bfloat16", "--max-length", "12"]) == 0
+    rows = list(csv.DictReader(out.open()))
+    label = f"{os.path.abspath(tiny_bert_dir)} dtype=bfloat16 max_length=12"
+    assert {row["model"] for row in rows} == {label}
+    bf16 = PLLScorer.from_pretrained(
+        tiny_bert_dir, pll_metric="original", device="cpu", dtype="bfloat16", max_length=12
+    ).score([*SENTENCES, long])
+    assert [float(row["pll_original"]) for row in rows] == pytest.approx(
+        [score.logprob for score in bf16], abs=1e-4
+    )
+    plain = PLLScorer.from_pretrained(tiny_bert_dir, pll_metric="original", device="cpu")
+    assert float(rows[-1]["pll_original"]) != pytest.approx(plain.score(long)[0].logprob, abs=1e-3)
+    capsys.readouterr()
+    assert main([*args, "-o", str(out), "--dtype", "bfloat16"]) == 1
+    assert f"but this run has model {label[: -len(' max_length=12')]};" in capsys.readouterr().err
+    default = tmp_path / "default.csv"
+    assert main([*args, "-o", str(default)]) == 0
+    assert {row["model"] for row in csv.DictReader(default.open())} == {
+        os.path.abspath(tiny_bert_dir)
+    }
+
+
+def test_an_unknown_dtype_is_a_usage_error(tiny_bert_dir, capsys):
+    with pytest.raises(SystemExit):
+        main(["score", "-m", tiny_bert_dir, "--dtype", "bf16", "-"])
+    assert "invalid choice: 'bf16'" in capsys.readouterr().err

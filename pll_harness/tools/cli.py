@@ -13,6 +13,7 @@ import signal
 import sys
 from collections.abc import Callable, Sequence
 
+from pll_harness.arguments import DTYPE_NAMES
 from pll_harness.metrics import PLL_METRICS
 
 DESCRIPTION = """\
@@ -124,6 +125,26 @@ def _add_batch_tokens_option(parser: argparse.ArgumentParser) -> None:
     )
 
 
+def _add_precision_options(parser: argparse.ArgumentParser) -> None:
+    """--dtype and --max-length: settings that change the numbers, which a resumed output
+    must have been written with (see :func:`pll_harness.tools.records.scoring_model`)."""
+    parser.add_argument(
+        "--dtype",
+        choices=DTYPE_NAMES,
+        default="auto",
+        help="the model's dtype (default: the checkpoint's own); bfloat16 is about twice as "
+        "fast on a GPU, see the README for when it is safe",
+    )
+    parser.add_argument(
+        "--max-length",
+        type=positive_int,
+        default=None,
+        metavar="N",
+        help="longest input in tokens, special tokens included; longer texts are scored in "
+        "windows (default: the tokenizer's declared length, at most the model's)",
+    )
+
+
 # --------------------------------------------------------------------------- score
 
 
@@ -173,6 +194,7 @@ def add_score(commands: Subparsers) -> argparse.ArgumentParser:
     )
     _add_resume_options(score, "sentences")
     _add_batch_tokens_option(score)
+    _add_precision_options(score)
     score.add_argument("--no-progress", action="store_true", help="no progress bar")
     return score
 
@@ -196,7 +218,9 @@ def run_score(args: argparse.Namespace) -> None:
         overwrite=args.overwrite,
         progress=not args.no_progress,
         device=args.device,
+        dtype=args.dtype,
         max_batch_tokens=args.max_batch_tokens,
+        max_length=args.max_length,
     )
     if args.output:
         skipped = len(sentences) - done
@@ -398,6 +422,7 @@ def add_crows_pairs(commands: Subparsers) -> argparse.ArgumentParser:
     _add_limit_option(crows, "pairs")
     _add_resume_options(crows, "pairs")
     _add_batch_tokens_option(crows)
+    _add_precision_options(crows)
     crows.add_argument("--no-progress", action="store_true", help="no progress bar")
     return crows
 
@@ -415,6 +440,8 @@ def run_crows_pairs(args: argparse.Namespace) -> None:
         args.metric,
         device=args.device,
         max_batch_tokens=args.max_batch_tokens,
+        dtype=args.dtype,
+        max_length=args.max_length,
         output=args.output,
         chunk_size=args.chunk_size,
         overwrite=args.overwrite,

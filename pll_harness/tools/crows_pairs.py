@@ -21,12 +21,12 @@ from functools import partial
 from pathlib import Path
 from typing import Any, TypeVar
 
-from pll_harness.loading import model_identity
 from pll_harness.scorer import check_sizes
 from pll_harness.tools.interrupts import InterruptGuard
 from pll_harness.tools.metrics import parse_metrics
 from pll_harness.tools.models import MLMScorers
 from pll_harness.tools.progress import scoring_bar
+from pll_harness.tools.records import scoring_model
 from pll_harness.tools.resumable import RecordFile, record_format
 from pll_harness.tools.score import default_chunk_size
 
@@ -104,6 +104,8 @@ def score_pairs(
     metrics: str | Sequence[str] | None = None,
     device: str | None = None,
     max_batch_tokens: int | None = None,
+    dtype: str | None = "auto",
+    max_length: int | None = None,
     output: str | Path | None = None,
     chunk_size: int | None = None,
     overwrite: bool = False,
@@ -125,14 +127,19 @@ def score_pairs(
         raise ValueError("Pair ids are not unique; give every pair its own id.")
     with InterruptGuard() as guard:
         record_file, done = (
-            _open(output, metric_list, pairs, overwrite, model_identity(model))
+            _open(output, metric_list, pairs, overwrite, scoring_model(model, dtype, max_length))
             if output
             else (None, {})
         )
         try:
             if len(done) < len(pairs):
                 scorers = MLMScorers(
-                    model, metric_list, device=device, max_batch_tokens=max_batch_tokens
+                    model,
+                    metric_list,
+                    device=device,
+                    dtype=dtype,
+                    max_batch_tokens=max_batch_tokens,
+                    max_length=max_length,
                 )
                 if record_file is not None:
                     record_file.start()

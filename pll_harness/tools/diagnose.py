@@ -255,7 +255,7 @@ def _open_word_table(
         return None
     path = keeping.folder / "words.csv"
     columns = word_columns(scorers.metrics, causal is not None)
-    fixed = scoring_models(scorers.name, causal.name if causal else None)
+    fixed = scoring_models(scorers.label, causal.name if causal else None)
     table = RecordFile(path, "csv", columns, ("word",), keeping.overwrite, fixed=fixed)
     foreign = {row["word"] for row in table.records} - set(words)
     if foreign:

@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from pll_harness.tools.metrics import parse_metrics
+from pll_harness.tools.records import scoring_model
 from pll_harness.tools.words import word_ids
 
 
@@ -23,6 +24,7 @@ class MLMScorers:
         device: str | None = None,
         dtype: str | None = "auto",
         max_batch_tokens: int | None = None,
+        max_length: int | None = None,
         tokenizer: str | None = None,
         trust_remote_code: bool = False,
     ) -> None:
@@ -31,6 +33,8 @@ class MLMScorers:
 
         self.metrics = parse_metrics(metrics)
         self.name = model
+        self.label = scoring_model(model, dtype, max_length)
+        """What records of these scores say in their ``model`` field."""
         loaded = load_masked_lm(
             model,
             tokenizer=tokenizer,
@@ -46,6 +50,7 @@ class MLMScorers:
             pll_metric=self.metrics[0],
             device=loaded.device,
             max_batch_tokens=max_batch_tokens,
+            max_length=max_length,
         )
         self.scorers = {metric: first.with_metric(metric) for metric in self.metrics}
 

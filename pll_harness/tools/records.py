@@ -41,11 +41,21 @@ def score_fields(
     return fields
 
 
+def scoring_model(model: str, dtype: str | None = "auto", max_length: int | None = None) -> str:
+    """The masked LM as a record's ``model`` field shows it: :func:`model_identity`, then
+    each setting that changes its numbers and is not the default (``dtype=bfloat16``,
+    ``max_length=128``), so that a file scored with the defaults reads as before and a
+    resumed file never mixes two settings' scores."""
+    settings = {"dtype": None if dtype in (None, "auto") else dtype, "max_length": max_length}
+    given = "".join(f" {name}={value}" for name, value in settings.items() if value is not None)
+    return model_identity(model) + given
+
+
 def scoring_models(model: str, causal: str | None) -> dict[str, str]:
-    """The ``model`` and (with a causal model) ``causal_model`` fields of a record file's
-    rows, each as :func:`model_identity` gives it: every row of a resumed file must hold
-    the same, or the file would mix two models' scores."""
-    models = {"model": model_identity(model)}
+    """The ``model`` field of a record file's rows (``model`` as :func:`scoring_model`
+    gives it) and, with a causal model, ``causal_model`` (:func:`model_identity`): every
+    row of a resumed file must hold the same, or the file would mix two models' scores."""
+    models = {"model": model}
     if causal is not None:
         models["causal_model"] = model_identity(causal)
     return models

@@ -21,7 +21,12 @@ from pll_harness.tools.interrupts import InterruptGuard
 from pll_harness.tools.metrics import parse_metrics
 from pll_harness.tools.models import MLMScorers
 from pll_harness.tools.progress import scoring_bar
-from pll_harness.tools.records import score_columns, score_fields, scoring_models
+from pll_harness.tools.records import (
+    score_columns,
+    score_fields,
+    scoring_model,
+    scoring_models,
+)
 from pll_harness.tools.resumable import (
     DamagedOutput,
     RecordFile,
@@ -37,9 +42,10 @@ if TYPE_CHECKING:
     import torch
 
 SENTENCE_FIELDS = ("id", "text", "model", "n_tokens", "n_words", "n_multi_token_words")
-"""``model``: the masked LM that scored the row (:func:`model_identity`; with
-``causal_model`` the fields of :func:`scoring_models`), so that a resumed output never
-mixes two models' scores."""
+"""``model``: the masked LM that scored the row, with its settings that are not the
+defaults (:func:`~pll_harness.tools.records.scoring_model`; with ``causal_model`` the
+fields of :func:`scoring_models`), so that a resumed output never mixes two models' or two
+settings' scores."""
 
 
 def sentence_columns(metrics: Sequence[str], causal: bool) -> list[str]:
@@ -65,7 +71,7 @@ def score_sentences(
     texts = [s.text for s in sentences]
     per_metric = scorers.score(texts, progress.update if progress is not None else None)
     causal_scores = causal.score(texts) if causal is not None else None
-    model = model_identity(scorers.name)
+    model = scorers.label
     causal_model = model_identity(causal.name) if causal is not None else ""
     records = []
     for index, sentence in enumerate(sentences):
@@ -224,6 +230,7 @@ def score_file(
     device: str | None = None,
     dtype: str | None = "auto",
     max_batch_tokens: int | None = None,
+    max_length: int | None = None,
     scorers: MLMScorers | None = None,
     causal_scorer: CausalScorer | None = None,
 ) -> int:
@@ -263,7 +270,7 @@ def score_file(
             token_columns(metric_list),
             overwrite,
             scoring_models(
-                scorers.name if scorers is not None else model,
+                scorers.label if scorers is not None else scoring_model(model, dtype, max_length),
                 causal_scorer.name if causal_scorer is not None else causal,
             ),
         )
@@ -289,7 +296,12 @@ def score_file(
             if not todo:
                 return 0
             scorers = scorers or MLMScorers(
-                model, metric_list, device=device, dtype=dtype, max_batch_tokens=max_batch_tokens
+                model,
+                metric_list,
+                device=device,
+                dtype=dtype,
+                max_batch_tokens=max_batch_tokens,
+                max_length=max_length,
             )
             if causal_scorer is None and causal is not None:
                 causal_scorer = CausalScorer(causal, device=device)
