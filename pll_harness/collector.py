@@ -11,18 +11,34 @@ is paused, and scoring leaves no cycles behind (tests/test_collector.py).
 from __future__ import annotations
 
 import gc
+import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
+
+_lock = threading.Lock()
+_depth = 0
+"""How many paused sections are open now, in any thread."""
+_was_enabled = False
+"""Whether the collector ran before the outermost open section paused it."""
 
 
 @contextmanager
 def collector_paused() -> Iterator[None]:
-    """No cyclic collection inside; on the way out the collector is as it was.  Nested
-    uses keep it paused until the outermost ends; usable as a decorator."""
-    was_enabled = gc.isenabled()
-    gc.disable()
+    """No cyclic collection inside; when the last open section ends, in whatever thread,
+    the collector is as it was before the first began.  Sections nest and overlap across
+    threads (a run tokenizes its next part in a thread, :mod:`pll_harness.parts`): reading
+    and changing the collector's state under one lock, as one count, keeps two threads
+    from leaving it paused for good.  Usable as a decorator."""
+    global _depth, _was_enabled
+    with _lock:
+        if _depth == 0:
+            _was_enabled = gc.isenabled()
+            gc.disable()
+        _depth += 1
     try:
         yield
     finally:
-        if was_enabled:
-            gc.enable()
+        with _lock:
+            _depth -= 1
+            if _depth == 0 and _was_enabled:
+                gc.enable()

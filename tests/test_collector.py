@@ -46,6 +46,37 @@ def test_a_collector_disabled_before_stays_disabled(collector_enabled):
     assert not gc.isenabled()
 
 
+def test_pauses_in_two_threads_leave_the_collector_as_it_was(collector_enabled):
+    """Sections that overlap across threads: one that reads the collector's state while
+    another's pause is on, and ends after it, must not restore the paused state.  Threads
+    switch every microsecond so that such overlaps happen; reading and pausing as two
+    steps left the collector off after 4-8 of 200 trials."""
+    import sys
+    import threading
+
+    interval = sys.getswitchinterval()
+    sys.setswitchinterval(1e-6)
+
+    def pausing() -> None:
+        for _ in range(2000):
+            with collector_paused():
+                pass
+
+    left_off = 0
+    try:
+        for _ in range(200):
+            gc.enable()
+            threads = [threading.Thread(target=pausing) for _ in range(2)]
+            for thread in threads:
+                thread.start()
+            for thread in threads:
+                thread.join()
+            left_off += not gc.isenabled()
+    finally:
+        sys.setswitchinterval(interval)
+    assert left_off == 0
+
+
 def test_tokenizing_and_assembling_run_with_the_collector_paused(
     tiny_model_dir, collector_enabled, monkeypatch
 ):
