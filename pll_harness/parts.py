@@ -5,8 +5,8 @@ A plan's groups hold every sequence of one length (:mod:`pll_harness.planning`),
 batch can run before every request is tokenized; tokenizing all of BLiMP took 1.9-2.2 s
 on an H100's host while the device waited (bench/README.md).  Parts grow geometrically
 (:data:`PART_SHARES`): the first, the only one tokenized before the device starts, is a
-thirty-second of the requests, and each later one is tokenized while the device runs the
-one before, half its size.
+thirty-second of the requests; the others are tokenized one after another while the
+device runs the parts before, each about twice the one before.
 
 A request's part is a hash of its content, never of its position, so that a part holds
 the same requests whoever scores them: data-parallel processes, which each tokenize their
@@ -16,10 +16,11 @@ and requests given in another order are scored in the same batches.
 
 from __future__ import annotations
 
+import queue
+import threading
 import zlib
 from collections.abc import Iterator, Sequence
-from concurrent.futures import ThreadPoolExecutor
-from typing import TypeVar
+from typing import Any, TypeVar
 
 import numpy as np
 
@@ -55,17 +56,38 @@ def in_parts(parts: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
 
 
 def prepared_ahead(items: Iterator[T]) -> Iterator[T]:
-    """``items``, each next one computed in a thread while the caller works on the one
-    before.  The tokenizer's Rust call and much of numpy release the GIL, and a thread
-    that launches work on an accelerator mostly waits for it.  An error in the thread is
-    raised where its item would have come; a caller that stops early does not wait for
-    the item in progress."""
-    pool = ThreadPoolExecutor(1, thread_name_prefix="pll-next-part")
+    """``items``, made one after another in a thread from the start, while the caller works
+    on those made before: the tokenizer's Rust call and much of numpy release the GIL, and
+    a thread that launches work on an accelerator mostly waits for it.  The thread does
+    not wait for the caller to take an item before making the next one: then the device
+    waits only when preparing all parts up to the next is slower than running all parts up
+    to this one, not whenever one part prepares slower than the one before runs.  An error
+    in the thread is raised where its item would have come; a caller that stops early does
+    not wait for the item in progress, and no item is made after it stopped.  The thread
+    is a daemon: an interrupted process exits without waiting for it either."""
+    ready: queue.SimpleQueue[tuple[Any, BaseException | None]] = queue.SimpleQueue()
+    stopped = threading.Event()
     end = object()
+
+    def make() -> None:
+        try:
+            for item in items:
+                if stopped.is_set():
+                    return
+                ready.put((item, None))
+        except BaseException as error:  # handed to the caller, raised there
+            ready.put((None, error))
+            return
+        ready.put((end, None))
+
+    threading.Thread(target=make, name="pll-next-parts", daemon=True).start()
     try:
-        upcoming = pool.submit(next, items, end)
-        while (item := upcoming.result()) is not end:
-            upcoming = pool.submit(next, items, end)
+        while True:
+            item, error = ready.get()
+            if error is not None:
+                raise error
+            if item is end:
+                return
             yield item
     finally:
-        pool.shutdown(wait=False, cancel_futures=True)
+        stopped.set()

@@ -70,10 +70,10 @@ def test_in_parts_orders_part_after_part_and_keeps_the_order_within_a_part():
     assert bounds.tolist() == [0, 2, 3, 5, 5, 6]
 
 
-def test_items_prepared_ahead_come_in_order_and_the_next_is_made_meanwhile():
-    """While the caller holds item k, item k + 1 is being made in another thread: the
-    caller waits for its making to start, which a producer run only when the caller asks
-    for the next item would never do."""
+def test_items_prepared_ahead_come_in_order_and_are_made_meanwhile():
+    """While the caller holds the first item, the others are made in another thread, the
+    last included, without the caller asking for them: which a producer run only when the
+    caller asks for the next item, or only one item ahead, would never do."""
     making = [threading.Event() for _ in range(3)]
 
     def items():
@@ -81,13 +81,13 @@ def test_items_prepared_ahead_come_in_order_and_the_next_is_made_meanwhile():
             making[k].set()
             yield k, threading.current_thread().name
 
-    got, next_begun = [], []
+    got, last_begun = [], []
     for k, thread in prepared_ahead(items()):
         got.append((k, thread))
-        if k + 1 < len(making):
-            next_begun.append(making[k + 1].wait(timeout=5))
+        if k == 0:
+            last_begun.append(making[-1].wait(timeout=5))
     assert [k for k, _ in got] == [0, 1, 2]
-    assert next_begun == [True, True]
+    assert last_begun == [True]
     assert all(thread != threading.current_thread().name for _, thread in got)
 
 
@@ -117,3 +117,21 @@ def test_a_caller_that_stops_does_not_wait_for_the_item_in_progress():
     ahead.close()
     assert time.perf_counter() - started < 5
     release.set()
+
+
+def test_no_item_is_made_after_the_caller_stopped():
+    made = []
+
+    def items():
+        while True:
+            made.append(len(made))
+            time.sleep(0.001)
+            yield made[-1]
+
+    ahead = prepared_ahead(items())
+    assert next(ahead) == 0
+    ahead.close()
+    time.sleep(0.05)
+    count = len(made)
+    time.sleep(0.1)
+    assert len(made) <= count + 1
