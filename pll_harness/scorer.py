@@ -392,6 +392,7 @@ class PLLScorer:
         come part after part (:mod:`pll_harness.parts`)."""
         keys, pairs, bounds = self._distinct(requests)
         jobs = self._jobs(pairs)
+        self._report_literal_specials([jobs.encodings])
         return keys.tolist(), Jobs(jobs.texts, jobs.encodings, tuple(bounds.tolist()))
 
     @collector_paused()
@@ -402,9 +403,7 @@ class PLLScorer:
         starts among them (see :func:`pll_harness.parts.in_parts`)."""
         index: dict[tuple[str, str], int] = {}
         keys = np.fromiter(
-            (index.setdefault(pair, len(index)) for pair in map(tuple, requests)),
-            dtype=np.int64,
-            count=len(requests),
+            (index.setdefault(pair, len(index)) for pair in map(tuple, requests)), dtype=np.int64
         )
         pairs = list(index)
         order, bounds = in_parts(request_parts(pairs))
@@ -425,11 +424,25 @@ class PLLScorer:
         boundaries and padding (:data:`BOUNDARY_TOKENS`) then stay visible but are not
         scored, as minicons leaves them out (special tokens are never scored); the others,
         ``[MASK]`` above all, are scored like words, as minicons does.  Either way the
-        model sees something else than the text, which a warning says once."""
-        found = np.isin(encodings.ids, self._literal_specials)
-        if not found.any():
+        model sees something else than the text, which :meth:`_report_literal_specials`
+        says once a run's parts are all tokenized."""
+        if not np.isin(encodings.ids, self._literal_specials).any():
             return encodings
-        token = self.tokenizer.convert_ids_to_tokens(int(encodings.ids[found.argmax()]))
+        boundary = np.isin(encodings.ids, self._boundaries)
+        return encodings.with_scored(encodings.scored & ~boundary)
+
+    def _report_literal_specials(self, parts: Iterable[Encodings]) -> None:
+        """Warn once, with their count over all ``parts``, of special tokens written out in
+        the text (see :meth:`_literal_specials_in`)."""
+        found = [
+            encodings.ids[np.isin(encodings.ids, self._literal_specials)] for encodings in parts
+        ]
+        count = sum(ids.shape[0] for ids in found)
+        if not count:
+            return
+        token = self.tokenizer.convert_ids_to_tokens(
+            int(next(ids[0] for ids in found if ids.shape[0]))
+        )
         self._warn_once(
             "literal specials",
             "%d tokens of the input are special tokens written out in the text (e.g. %r), "
@@ -437,11 +450,9 @@ class PLLScorer:
             "and padding stay visible but are not scored, others (such as the mask token) "
             "are scored like words, and the model sees them as such. Remove them from the "
             "text if that is not what you mean. Further cases are not reported.",
-            int(found.sum()),
+            count,
             token,
         )
-        boundary = np.isin(encodings.ids, self._boundaries)
-        return encodings.with_scored(encodings.scored & ~boundary)
 
     def score_jobs(
         self,
@@ -485,6 +496,7 @@ class PLLScorer:
                 on_batch_done = lambda position, f=finished: progress(f.at(position))  # noqa: E731
             results = self.runner.run_planned(self._metric, planner.n_slots, planner, on_batch_done)
             runs.append((jobs, planner.work(), results))
+        self._report_literal_specials(jobs.encodings for jobs, _, _ in runs)
         return [score for run in runs for score in self.assemble(*run)]
 
     def plan_work(self, encodings: Encodings) -> Work:

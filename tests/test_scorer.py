@@ -558,3 +558,24 @@ def test_an_error_while_preparing_the_next_part_stops_the_run(tiny_bert_dir, mon
     with pytest.raises(ValueError, match="the third part failed"):
         scorer.score_requests(MANY)
     assert len(calls) == 3
+
+
+def test_special_tokens_written_out_are_counted_over_every_part(tiny_bert_dir, caplog):
+    """The warning comes once, with the count of the whole run, not of the part where the
+    first one was found."""
+    import logging
+
+    scorer = scorer_for(tiny_bert_dir, "word_l2r")
+    texts = [f"The cat [MASK] on mat number {i}." for i in range(100)]
+    with caplog.at_level(logging.WARNING):
+        scorer.score(texts)
+    assert np.count_nonzero(np.diff(scorer.distinct_jobs([("", t) for t in texts])[1].bounds)) > 2
+    assert caplog.text.count("100 tokens of the input are special tokens") == 1
+
+
+def test_requests_may_come_from_a_generator(tiny_bert_dir):
+    scorer = scorer_for(tiny_bert_dir, "word_l2r")
+    given = scorer.score_requests(pair for pair in REQUESTS)
+    assert given == scorer.score_requests(REQUESTS)
+    keys, _ = scorer.distinct_jobs(pair for pair in REQUESTS)
+    assert keys == scorer.distinct_jobs(REQUESTS)[0]
