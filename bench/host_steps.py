@@ -4,7 +4,8 @@ them, and left running.
     python bench/host_steps.py                    # all of BLiMP on the nano model
     python bench/host_steps.py --repeats 5
 
-The steps are those of ``PLLScorer.score``: tokenize (``distinct_jobs``), plan
+The steps are those of ``PLLScorer.score``, each over all requests at once rather than
+part by part (:mod:`pll_harness.parts`): tokenize (``distinct_jobs``), plan
 (``plan_work``) and assemble; the model runs once, untimed, for the results that
 assembling needs.  The two ways alternate in one process, ``--repeats`` times each, and
 the table gives every time and the best.  "Running" ignores the scorer's pause requests
