@@ -478,20 +478,24 @@ class PLLScorer:
         """Score each part's jobs (given with the index of its first job) in turn.
 
         Groups are planned as the runner reaches them (:class:`WorkPlanner`), so on a GPU
-        planning overlaps the batches already queued; there the next part is also
-        prepared (tokenized, its planner made) in a thread while the device runs this
-        one (:attr:`prepare_ahead`)."""
-        prepared: Iterator[tuple[int, Jobs, WorkPlanner]] = (
-            (start, jobs, self.planner(jobs.encodings)) for start, jobs in parts
-        )
+        planning overlaps the batches already queued; there the later parts are also
+        prepared (tokenized, their planners and progress counts made) in a thread while
+        the device runs the earlier ones (:attr:`prepare_ahead`)."""
+
+        def prepare(start: int, jobs: Jobs) -> tuple[Jobs, WorkPlanner, FinishedJobs | None]:
+            planner = self.planner(jobs.encodings)
+            if progress is None:
+                return jobs, planner, None
+            share = None if weights is None else weights[start : start + len(jobs)]
+            return jobs, planner, FinishedJobs(jobs.encodings, planner, share)
+
+        prepared = itertools.starmap(prepare, parts)
         if self.prepare_ahead:
             prepared = prepared_ahead(prepared)
         runs = []
-        for start, jobs, planner in prepared:
+        for jobs, planner, finished in prepared:
             on_batch_done = None
-            if progress is not None:
-                share = None if weights is None else weights[start : start + len(jobs)]
-                finished = FinishedJobs(jobs.encodings, planner, share)
+            if progress is not None and finished is not None:
                 progress(finished.without_batches)
                 on_batch_done = lambda position, f=finished: progress(f.at(position))  # noqa: E731
             results = self.runner.run_planned(self._metric, planner.n_slots, planner, on_batch_done)

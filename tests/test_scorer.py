@@ -509,10 +509,11 @@ def test_the_next_part_is_tokenized_while_a_part_is_scored(tiny_bert_dir, monkey
     """With prepare_ahead (on accelerators), part k + 1 is tokenized in a thread while
     part k's batches run: the first batch waits for the second part's tokenizing to
     begin, which tokenizing in turn would never do; the scores are those of the parts
-    scored in turn, bit for bit."""
+    scored in turn, bit for bit, and so is what progress is told."""
     scorer = scorer_for(tiny_bert_dir, "word_l2r", max_batch_tokens=300)
     assert not scorer.prepare_ahead  # on the CPU
-    in_turn = scorer.score_requests(MANY)
+    told_in_turn: list[int] = []
+    in_turn = scorer.score_requests(MANY, told_in_turn.append)
     tokenizing = []
     second_begun = threading.Event()
     jobs_of = scorer._jobs
@@ -536,10 +537,12 @@ def test_the_next_part_is_tokenized_while_a_part_is_scored(tiny_bert_dir, monkey
         scorer.runner, "parts", dataclasses.replace(scorer.runner.parts, states=first_waits)
     )
     scorer.prepare_ahead = True
-    ahead = scorer.score_requests(MANY)
+    told_ahead: list[int] = []
+    ahead = scorer.score_requests(MANY, told_ahead.append)
     assert waited == [True] and len(tokenizing) >= 4
     assert threading.current_thread().name not in tokenizing
     assert ahead == in_turn
+    assert told_ahead == told_in_turn and sum(told_ahead) == len(MANY)
 
 
 def test_an_error_while_preparing_the_next_part_stops_the_run(tiny_bert_dir, monkeypatch):
