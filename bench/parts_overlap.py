@@ -26,6 +26,7 @@ from pathlib import Path
 import pll_bench
 
 from pll_harness import PLLScorer
+from pll_harness.parts import PARTS_FROM
 from pll_harness.runner import BATCHES_IN_FLIGHT
 
 
@@ -78,6 +79,7 @@ def main() -> None:
     scorer = PLLScorer.from_pretrained(
         str(model), pll_metric="word_l2r", max_batch_tokens=args.max_batch_tokens
     )
+    scorer.parts_from = PARTS_FROM  # as on a GPU; prepare_ahead is set below
     _, jobs = scorer.distinct_jobs([("", text) for text in texts])
     tokens = sum(
         work.cost(batch)

@@ -205,15 +205,27 @@ def score_shared(
     """Score this process's ``requests`` as its share of one run over every process's
     requests (see the module docstring); every process must call this together.
 
-    The parts of a run (:mod:`pll_harness.parts`) are pooled and planned one by one, as
-    one process plans them, and their batches are dealt out together.  ``then`` runs on
+    A run that one process would split into parts (:mod:`pll_harness.parts`), judged by
+    every process's requests together, is pooled and planned part by part as that process
+    plans it, the batches of all parts dealt out together; the parts are not prepared
+    ahead here.  ``then`` runs on
     this process's scores before the last exchange (the token log), so that its failure
     stops the others too rather than leaving them in lm-eval's next collective."""
+    from pll_harness.scorer import Jobs
+
     with failing_together(group):
         started = time.perf_counter()
-        keys, jobs = scorer.distinct_jobs(requests)
+        requests = list(requests)
+        keys, jobs = scorer.distinct_jobs(requests, parts=True)
         tokenized = time.perf_counter()
-        everyone = checked(group.all_gather_object((jobs.encodings, jobs.bounds)))
+        gathered = checked(group.all_gather_object((jobs.encodings, jobs.bounds, len(requests))))
+        # split as one process given every process's requests would (PLLScorer.splits)
+        if not scorer.splits(sum(count for _, _, count in gathered)):
+            jobs = Jobs(jobs.texts, jobs.encodings)
+        everyone = [
+            (encodings, bounds if jobs.part_bounds else (0, len(encodings)))
+            for encodings, bounds, _ in gathered
+        ]
         works, firsts = [], []
         for part in range(len(jobs.bounds) - 1):
             shares = [

@@ -35,7 +35,7 @@ from pll_harness.encoding import (
 from pll_harness.heads import split_masked_lm
 from pll_harness.loading import LoadedModel, load_masked_lm, model_max_length
 from pll_harness.metrics import DEFAULT_METRIC, get_metric
-from pll_harness.parts import in_parts, prepared_ahead, request_parts
+from pll_harness.parts import PARTS_FROM, in_parts, prepared_ahead, request_parts
 from pll_harness.planning import Batching, Work, WorkPlanner
 from pll_harness.runner import PLLRunner, TargetScores
 
@@ -271,10 +271,14 @@ class PLLScorer:
             device=self.device,
             vocab_size=_vocab_size(model),
         )
-        self.prepare_ahead = self.device.type != "cpu"
-        """Whether the next part of a run is prepared in a thread while this one runs (see
-        :meth:`_score_parts`): on accelerators, not on a CPU, whose cores would only be
-        shared between the two."""
+        accelerator = self.device.type != "cpu"
+        self.prepare_ahead = accelerator
+        """Whether the later parts of a run are prepared in a thread while the earlier ones
+        run (see :meth:`_score_parts`): on accelerators, not on a CPU, whose cores would
+        only be shared between the two."""
+        self.parts_from: int | None = PARTS_FROM if accelerator else None
+        """Fewest requests of a run split into parts (:mod:`pll_harness.parts`); None: no
+        run is.  Parts pay only where they are prepared ahead: not on a CPU."""
         self._vocabulary: list[str] | None = None
         self._whitespace_inside_words = whitespace_inside_words(tokenizer)
         self._warned: set[str] = set()
@@ -363,7 +367,7 @@ class PLLScorer:
 
     def score_requests(
         self,
-        requests: Sequence[tuple[str, str]],
+        requests: Iterable[tuple[str, str]],
         progress: Callable[[int], None] | None = None,
     ) -> list[SentenceScore]:
         """Score each continuation given its context (visible, never masked).
@@ -372,11 +376,12 @@ class PLLScorer:
         work is done (whole requests, see :class:`FinishedJobs`): a request scored in one
         batch counts when it is finished, a long one as its windows are scored.
 
-        The requests are scored part by part (:mod:`pll_harness.parts`); on an accelerator
-        each part is tokenized and its planning begun in a thread while the device runs
-        the part before.
+        A large run on an accelerator (:meth:`splits`) is scored part by part
+        (:mod:`pll_harness.parts`), the later parts tokenized and their planning begun in
+        a thread while the device runs the earlier ones.
         """
-        keys, pairs, bounds = self._distinct(requests)
+        requests = requests if isinstance(requests, Sequence) else list(requests)
+        keys, pairs, bounds = self._distinct(requests, self.splits(len(requests)))
         weights = np.bincount(keys, minlength=len(pairs))
         parts = (
             (start, self._jobs(pairs[start:stop]))
@@ -386,26 +391,40 @@ class PLLScorer:
         scores = self._score_parts(parts, progress, weights)
         return [scores[key] for key in keys.tolist()]
 
-    def distinct_jobs(self, requests: Sequence[tuple[str, str]]) -> tuple[list[int], Jobs]:
+    def distinct_jobs(
+        self, requests: Iterable[tuple[str, str]], parts: bool | None = None
+    ) -> tuple[list[int], Jobs]:
         """Map each request to a distinct job (``keys[i]`` is request i's job) and tokenize
-        the jobs in one call; identical requests are tokenized and scored once.  The jobs
-        come part after part (:mod:`pll_harness.parts`)."""
-        keys, pairs, bounds = self._distinct(requests)
+        the jobs in one call; identical requests are tokenized and scored once.  With
+        ``parts`` (default: as :meth:`score_requests` would, :meth:`splits`) the jobs come
+        part after part (:mod:`pll_harness.parts`)."""
+        requests = requests if isinstance(requests, Sequence) else list(requests)
+        split = self.splits(len(requests)) if parts is None else parts
+        keys, pairs, bounds = self._distinct(requests, split)
         jobs = self._jobs(pairs)
         self._report_literal_specials([jobs.encodings])
         return keys.tolist(), Jobs(jobs.texts, jobs.encodings, tuple(bounds.tolist()))
 
+    def splits(self, n_requests: int) -> bool:
+        """Whether a run of ``n_requests`` requests is scored in parts (:attr:`parts_from`)."""
+        return self.parts_from is not None and n_requests >= self.parts_from
+
     @collector_paused()
     def _distinct(
-        self, requests: Sequence[tuple[str, str]]
+        self, requests: Sequence[tuple[str, str]], split: bool
     ) -> tuple[np.ndarray, list[tuple[str, str]], np.ndarray]:
-        """Each request's job, the distinct requests part after part, and where each part
-        starts among them (see :func:`pll_harness.parts.in_parts`)."""
+        """Each request's job, the distinct requests (part after part when ``split``, see
+        :func:`pll_harness.parts.in_parts`; else in the order they first come) and where
+        each part starts among them, with their count at the end."""
         index: dict[tuple[str, str], int] = {}
         keys = np.fromiter(
-            (index.setdefault(pair, len(index)) for pair in map(tuple, requests)), dtype=np.int64
+            (index.setdefault(pair, len(index)) for pair in map(tuple, requests)),
+            dtype=np.int64,
+            count=len(requests),
         )
         pairs = list(index)
+        if not split:
+            return keys, pairs, np.array([0, len(pairs)])
         order, bounds = in_parts(request_parts(pairs))
         job = np.empty_like(order)
         job[order] = np.arange(order.shape[0])

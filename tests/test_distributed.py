@@ -404,3 +404,61 @@ def test_processes_failing_anywhere_make_the_same_exchanges(tiny_bert_dir):
             for step in steps
         ]
         assert ended == expected, steps
+
+
+@pytest.mark.parametrize("parts_from", [None, 150, 1000])
+def test_processes_in_threads_equal_one_process_bit_for_bit(tiny_bert_dir, parts_from):
+    """Three processes with uneven shares, a request in two of them, one with a single
+    request: the scores equal one process's given all the requests, bit for bit, whether
+    the run is split into parts (150 of 161 requests: split, judged by every process's
+    requests together, though each has fewer) or not (1000; None: a CPU's)."""
+    import random
+
+    rng = random.Random(1)
+    words = [
+        "the",
+        "cat",
+        "dog",
+        "sat",
+        "on",
+        "a",
+        "mat",
+        "who",
+        "should",
+        "derek",
+        "hug",
+        "richard",
+        "after",
+        "barking",
+    ]
+    pool = [
+        (
+            rng.choice(["", "Context:"]),
+            " ".join(rng.choice(words) for _ in range(rng.randint(1, 20))),
+        )
+        for _ in range(160)
+    ]
+    shares = [pool[:1], pool[1:100], pool[100:] + pool[5:6]]
+    scorers = [PLLScorer.from_pretrained(tiny_bert_dir, device="cpu") for _ in shares]
+    for scorer in scorers:
+        scorer.parts_from = parts_from
+    shared = {"parts": [None] * 3, "sent": Barrier(3), "read": Barrier(3)}
+    out: list = [None] * 3
+
+    def process(rank: int) -> None:
+        group = ThreadedGroup(shared, rank, 3)
+        out[rank] = score_shared(scorers[rank], shares[rank], group, disable_tqdm=True)
+
+    threads = [Thread(target=process, args=(rank,)) for rank in range(3)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=120)
+    requests = [request for share in shares for request in share]
+    assert scorers[0].splits(len(requests)) == (parts_from == 150)
+    one = PLLScorer.from_pretrained(tiny_bert_dir, device="cpu")
+    one.parts_from = parts_from
+    single = one.score_requests(requests)
+    got = [score for share in out for score in share]
+    assert [score.text for score in got] == [continuation for _, continuation in requests]
+    assert got == single

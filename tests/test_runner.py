@@ -408,11 +408,13 @@ def test_progress_follows_the_definition_while_groups_are_planned(request, max_l
         got.append(finished.at(position))
     assert got == expected and sum(got) + expected_before == sum(weights)
     seen = []
-    scorer.score_jobs(Jobs(jobs.texts, jobs.encodings), seen.append, weights)
+    scorer.score_jobs(jobs, seen.append, weights)
     assert seen == [expected_before, *expected]
+    _, parted = scorer.distinct_jobs(requests, parts=True)
+    assert np.count_nonzero(np.diff(parted.bounds)) > 1
     seen = []
-    scorer.score_jobs(jobs, seen.append, weights)  # in parts
-    assert seen == progress_by_definition(scorer, jobs, weights) and sum(seen) == sum(weights)
+    scorer.score_jobs(parted, seen.append, weights)
+    assert seen == progress_by_definition(scorer, parted, weights) and sum(seen) == sum(weights)
 
 
 def test_groups_are_planned_while_earlier_batches_run(scorer, monkeypatch):

@@ -483,6 +483,7 @@ def test_requests_in_any_order_get_the_same_scores_exactly(tiny_bert_dir):
     """A request's part follows from its content (pll_harness.parts), so the batches, and
     every bit of every score, do not depend on where it stands."""
     scorer = scorer_for(tiny_bert_dir, "word_l2r", max_batch_tokens=300)
+    scorer.parts_from = 1  # in parts, as a large run on a GPU
     _, jobs = scorer.distinct_jobs(MANY)
     assert np.count_nonzero(np.diff(jobs.bounds)) >= 4
     order = list(range(len(MANY)))
@@ -496,6 +497,7 @@ def test_requests_in_any_order_get_the_same_scores_exactly(tiny_bert_dir):
 def test_scores_in_parts_equal_scores_in_one_part(request, model):
     """Parts only change which copies share a batch: float32 rounding at most."""
     scorer = scorer_for(request.getfixturevalue(model), "word_l2r", max_batch_tokens=300)
+    scorer.parts_from = 1  # in parts, as a large run on a GPU
     keys, jobs = scorer.distinct_jobs(MANY)
     one_part = scorer.score_jobs(scorer_module.Jobs(jobs.texts, jobs.encodings))
     in_parts = scorer.score_requests(MANY)
@@ -511,6 +513,7 @@ def test_the_next_part_is_tokenized_while_a_part_is_scored(tiny_bert_dir, monkey
     begin, which tokenizing in turn would never do; the scores are those of the parts
     scored in turn, bit for bit, and so is what progress is told."""
     scorer = scorer_for(tiny_bert_dir, "word_l2r", max_batch_tokens=300)
+    scorer.parts_from = 1  # in parts, as a large run on a GPU
     assert not scorer.prepare_ahead  # on the CPU
     told_in_turn: list[int] = []
     in_turn = scorer.score_requests(MANY, told_in_turn.append)
@@ -547,6 +550,7 @@ def test_the_next_part_is_tokenized_while_a_part_is_scored(tiny_bert_dir, monkey
 
 def test_an_error_while_preparing_the_next_part_stops_the_run(tiny_bert_dir, monkeypatch):
     scorer = scorer_for(tiny_bert_dir, "word_l2r", max_batch_tokens=300)
+    scorer.parts_from = 1  # in parts, as a large run on a GPU
     scorer.prepare_ahead = True
     calls = []
     jobs_of = scorer._jobs
@@ -569,6 +573,7 @@ def test_special_tokens_written_out_are_counted_over_every_part(tiny_bert_dir, c
     import logging
 
     scorer = scorer_for(tiny_bert_dir, "word_l2r")
+    scorer.parts_from = 1  # in parts, as a large run on a GPU
     texts = [f"The cat [MASK] on mat number {i}." for i in range(100)]
     with caplog.at_level(logging.WARNING):
         scorer.score(texts)
@@ -582,3 +587,20 @@ def test_requests_may_come_from_a_generator(tiny_bert_dir):
     assert given == scorer.score_requests(REQUESTS)
     keys, _ = scorer.distinct_jobs(pair for pair in REQUESTS)
     assert keys == scorer.distinct_jobs(REQUESTS)[0]
+
+
+def test_only_large_runs_are_split_and_only_where_parts_are_prepared_ahead(tiny_bert_dir):
+    """Parts cost partly filled batches and pay only where tokenizing overlaps the device:
+    a CPU scorer never splits, an accelerator's splits from PARTS_FROM requests on."""
+    from pll_harness.parts import PARTS_FROM
+
+    scorer = scorer_for(tiny_bert_dir, "word_l2r")
+    assert scorer.parts_from is None and not scorer.prepare_ahead
+    assert not scorer.splits(10 * PARTS_FROM)
+    assert scorer.distinct_jobs(MANY)[1].bounds == (0, len(MANY))
+    scorer.parts_from = PARTS_FROM  # an accelerator's
+    assert not scorer.splits(PARTS_FROM - 1) and scorer.splits(PARTS_FROM)
+    scorer.parts_from = len(MANY)
+    assert len(scorer.distinct_jobs(MANY)[1].bounds) == 6
+    assert scorer.distinct_jobs(MANY[1:])[1].bounds == (0, len(MANY) - 1)
+    assert len(scorer.distinct_jobs(MANY[1:], parts=True)[1].bounds) == 6

@@ -140,6 +140,7 @@ def test_the_stand_in_device_gets_every_batch_and_gives_its_scores_back(monkeypa
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     scorer = PLLScorer.from_pretrained(str(TINY_BERT_DIR), max_batch_tokens=64)
+    scorer.parts_from = 1
     texts = [f"The hooligan wrecked souvenir number {i}." for i in range(40)]
     _, jobs = scorer.distinct_jobs([("", text) for text in texts])
     works = [scorer.plan_work(jobs.part(k).encodings) for k in range(len(jobs.bounds) - 1)]
