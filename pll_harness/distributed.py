@@ -208,9 +208,9 @@ def score_shared(
     A run that one process would split into parts (:mod:`pll_harness.parts`), judged by
     every process's requests together, is pooled and planned part by part as that process
     plans it, the batches of all parts dealt out together; the parts are not prepared
-    ahead here.  ``then`` runs on
-    this process's scores before the last exchange (the token log), so that its failure
-    stops the others too rather than leaving them in lm-eval's next collective."""
+    ahead here.  ``then`` runs on this process's scores before the last exchange (the
+    token log), so that its failure stops the others too rather than leaving them in
+    lm-eval's next collective."""
     from pll_harness.scorer import Jobs
 
     with failing_together(group):
@@ -220,10 +220,11 @@ def score_shared(
         tokenized = time.perf_counter()
         gathered = checked(group.all_gather_object((jobs.encodings, jobs.bounds, len(requests))))
         # split as one process given every process's requests would (PLLScorer.splits)
-        if not scorer.splits(sum(count for _, _, count in gathered)):
+        split = scorer.splits(sum(count for _, _, count in gathered))
+        if not split:
             jobs = Jobs(jobs.texts, jobs.encodings)
         everyone = [
-            (encodings, bounds if jobs.part_bounds else (0, len(encodings)))
+            (encodings, bounds if split else (0, len(encodings)))
             for encodings, bounds, _ in gathered
         ]
         works, firsts = [], []

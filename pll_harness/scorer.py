@@ -219,15 +219,17 @@ class Jobs:
     def part(self, index: int) -> Jobs:
         """The jobs of part ``index``, as jobs of one part."""
         start, stop = self.bounds[index], self.bounds[index + 1]
+        if (start, stop) == (0, len(self)):
+            return Jobs(self.texts, self.encodings)
         return Jobs(self.texts[start:stop], self.encodings.select(np.arange(start, stop)))
 
 
 class PLLScorer:
     """Pseudo-log-likelihood scorer for one masked LM and one metric.
 
-    A run has four steps, each over all requests of a part at once (a run's distinct
-    requests fall into a few parts by content, :mod:`pll_harness.parts`, so that on an
-    accelerator one part is prepared while the one before runs): the part's requests are
+    A run has four steps, each over all its requests at once (over all of a part's, when a
+    large run on an accelerator is split into parts by content, :mod:`pll_harness.parts`,
+    so that later parts are prepared while earlier ones run): the distinct requests are
     tokenized in one tokenizer call, :meth:`planner` plans copies and batches with array
     operations (:mod:`pll_harness.planning`), one group of one length at a time as the
     runner reaches it, the runner scores the batches, and :meth:`assemble` gives each job
