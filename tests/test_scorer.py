@@ -591,9 +591,16 @@ def test_requests_may_come_from_a_generator(tiny_bert_dir):
 
 def test_only_large_runs_are_split_and_only_where_parts_are_prepared_ahead(tiny_bert_dir):
     """Parts cost partly filled batches and pay only where tokenizing overlaps the device:
-    a CPU scorer never splits, an accelerator's splits from PARTS_FROM requests on."""
+    a CPU scorer never splits, an accelerator's (here the meta device, which needs no
+    hardware) splits from PARTS_FROM requests on."""
+    from transformers import AutoModelForMaskedLM, AutoTokenizer
+
     from pll_harness.parts import PARTS_FROM
 
+    model = AutoModelForMaskedLM.from_pretrained(tiny_bert_dir)
+    tokenizer = AutoTokenizer.from_pretrained(tiny_bert_dir)
+    elsewhere = PLLScorer(model, tokenizer, device="meta", max_batch_tokens=100)
+    assert elsewhere.prepare_ahead and elsewhere.parts_from == PARTS_FROM
     scorer = scorer_for(tiny_bert_dir, "word_l2r")
     assert scorer.parts_from is None and not scorer.prepare_ahead
     assert not scorer.splits(10 * PARTS_FROM)
