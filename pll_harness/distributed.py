@@ -32,6 +32,7 @@ import torch
 from tqdm import tqdm
 
 from pll_harness.encoding import Encodings
+from pll_harness.parts import request_digests
 from pll_harness.planning import Batch, Batching
 from pll_harness.runner import TargetScores
 
@@ -218,9 +219,11 @@ def score_shared(
         requests = list(requests)
         keys, jobs = scorer.distinct_jobs(requests, parts=True)
         tokenized = time.perf_counter()
-        gathered = checked(group.all_gather_object((jobs.encodings, jobs.bounds, len(requests))))
-        # split as one process given every process's requests would (PLLScorer.splits)
-        split = scorer.splits(sum(count for _, _, count in gathered))
+        digests = np.unique(request_digests(requests))
+        gathered = checked(group.all_gather_object((jobs.encodings, jobs.bounds, digests)))
+        # split as one process given every process's requests would: on the number of
+        # distinct ones (PLLScorer.splits), whatever lm-eval padded the shares with
+        split = scorer.splits(np.unique(np.concatenate([d for _, _, d in gathered])).shape[0])
         if not split:
             jobs = Jobs(jobs.texts, jobs.encodings)
         everyone = [

@@ -16,6 +16,7 @@ and requests given in another order are scored in the same batches.
 
 from __future__ import annotations
 
+import hashlib
 import queue
 import threading
 import zlib
@@ -30,7 +31,7 @@ PART_SHARES = (1, 2, 4, 8, 17)
 """Each part's share of the requests, in 32ths, in the order the parts run."""
 
 PARTS_FROM = 32_768
-"""Fewest requests in a run that is split into parts.  Each part adds a partly filled
+"""Fewest distinct requests in a run that is split into parts.  Each part adds a partly filled
 batch per sequence length, about a millisecond of an H100's time each on bert-base, 0.15 s
 for five parts of BLiMP's 35 lengths; tokenizing takes 7-15 microseconds a request on its
 host, so splitting pays from 10,000-20,000 requests on, and a smaller run (a 2,000-sentence
@@ -52,6 +53,23 @@ def request_parts(requests: Sequence[tuple[str, str]]) -> np.ndarray:
         count=len(requests),
     )
     return np.searchsorted(_BOUNDS, checksums, side="right")
+
+
+def request_digests(requests: Sequence[tuple[str, str]]) -> np.ndarray:
+    """A 64-bit digest of each ``(context, continuation)``, by which processes that each
+    hold some requests count the distinct ones of all (two requests share one with
+    probability 2**-64)."""
+    return np.fromiter(
+        (
+            int.from_bytes(
+                hashlib.blake2b(f"{context}\0{continuation}".encode(), digest_size=8).digest(),
+                "little",
+            )
+            for context, continuation in requests
+        ),
+        dtype=np.uint64,
+        count=len(requests),
+    )
 
 
 def in_parts(parts: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

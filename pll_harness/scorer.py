@@ -279,8 +279,8 @@ class PLLScorer:
         run (see :meth:`_score_parts`): on accelerators, not on a CPU, whose cores would
         only be shared between the two."""
         self.parts_from: int | None = PARTS_FROM if accelerator else None
-        """Fewest requests of a run split into parts (:mod:`pll_harness.parts`); None: no
-        run is.  Parts pay only where they are prepared ahead: not on a CPU."""
+        """Fewest distinct requests of a run split into parts (:mod:`pll_harness.parts`);
+        None: no run is.  Parts pay only where they are prepared ahead: not on a CPU."""
         self._vocabulary: list[str] | None = None
         self._whitespace_inside_words = whitespace_inside_words(tokenizer)
         self._warned: set[str] = set()
@@ -383,14 +383,14 @@ class PLLScorer:
         a thread while the device runs the earlier ones.
         """
         requests = requests if isinstance(requests, Sequence) else list(requests)
-        keys, pairs, bounds = self._distinct(requests, self.splits(len(requests)))
+        keys, pairs, bounds = self._distinct(requests, None)
         weights = np.bincount(keys, minlength=len(pairs))
         parts = (
             (start, self._jobs(pairs[start:stop]))
             for start, stop in itertools.pairwise(bounds)
             if start < stop
         )
-        scores = self._score_parts(parts, progress, weights)
+        scores = self._score_parts(parts, progress, weights, len(bounds) > 2)
         return [scores[key] for key in keys.tolist()]
 
     def distinct_jobs(
@@ -401,21 +401,23 @@ class PLLScorer:
         ``parts`` (default: as :meth:`score_requests` would, :meth:`splits`) the jobs come
         part after part (:mod:`pll_harness.parts`)."""
         requests = requests if isinstance(requests, Sequence) else list(requests)
-        split = self.splits(len(requests)) if parts is None else parts
-        keys, pairs, bounds = self._distinct(requests, split)
+        keys, pairs, bounds = self._distinct(requests, parts)
         jobs = self._jobs(pairs)
         self._report_literal_specials([jobs.encodings])
         return keys.tolist(), Jobs(jobs.texts, jobs.encodings, tuple(bounds.tolist()))
 
-    def splits(self, n_requests: int) -> bool:
-        """Whether a run of ``n_requests`` requests is scored in parts (:attr:`parts_from`)."""
-        return self.parts_from is not None and n_requests >= self.parts_from
+    def splits(self, n_distinct: int) -> bool:
+        """Whether a run of ``n_distinct`` distinct requests is scored in parts
+        (:attr:`parts_from`).  Distinct ones, so that lm-eval's padding of data-parallel
+        shares (copies of a share's last request) does not change the decision."""
+        return self.parts_from is not None and n_distinct >= self.parts_from
 
     @collector_paused()
     def _distinct(
-        self, requests: Sequence[tuple[str, str]], split: bool
+        self, requests: Sequence[tuple[str, str]], parts: bool | None
     ) -> tuple[np.ndarray, list[tuple[str, str]], np.ndarray]:
-        """Each request's job, the distinct requests (part after part when ``split``, see
+        """Each request's job, the distinct requests (part after part when ``parts``, or
+        when None and :meth:`splits` says so for their number, see
         :func:`pll_harness.parts.in_parts`; else in the order they first come) and where
         each part starts among them, with their count at the end."""
         index: dict[tuple[str, str], int] = {}
@@ -425,7 +427,7 @@ class PLLScorer:
             count=len(requests),
         )
         pairs = list(index)
-        if not split:
+        if not (self.splits(len(pairs)) if parts is None else parts):
             return keys, pairs, np.array([0, len(pairs)])
         order, bounds = in_parts(request_parts(pairs))
         job = np.empty_like(order)
@@ -488,15 +490,17 @@ class PLLScorer:
             for index, (start, stop) in enumerate(itertools.pairwise(jobs.bounds))
             if start < stop
         )
-        return self._score_parts(parts, progress, weights)
+        return self._score_parts(parts, progress, weights, len(jobs.bounds) > 2)
 
     def _score_parts(
         self,
         parts: Iterable[tuple[int, Jobs]],
         progress: Callable[[int], None] | None,
         weights: Sequence[int] | np.ndarray | None,
+        several: bool,
     ) -> list[SentenceScore]:
-        """Score each part's jobs (given with the index of its first job) in turn.
+        """Score each part's jobs (given with the index of its first job) in turn;
+        ``several``: there is more than one part, which alone makes preparing ahead pay.
 
         Groups are planned as the runner reaches them (:class:`WorkPlanner`), so on a GPU
         planning overlaps the batches already queued; there the later parts are also
@@ -511,7 +515,7 @@ class PLLScorer:
             return jobs, planner, FinishedJobs(jobs.encodings, planner, share)
 
         prepared = itertools.starmap(prepare, parts)
-        if self.prepare_ahead:
+        if self.prepare_ahead and several:
             prepared = prepared_ahead(prepared)
         runs = []
         for jobs, planner, finished in prepared:

@@ -406,39 +406,23 @@ def test_processes_failing_anywhere_make_the_same_exchanges(tiny_bert_dir):
         assert ended == expected, steps
 
 
-@pytest.mark.parametrize("parts_from", [None, 150, 1000])
+@pytest.mark.parametrize("parts_from", [None, 150, 161, 1000])
 def test_processes_in_threads_equal_one_process_bit_for_bit(tiny_bert_dir, parts_from):
     """Three processes with uneven shares, a request in two of them, one with a single
-    request: the scores equal one process's given all the requests, bit for bit, whether
-    the run is split into parts (150 of 161 requests: split, judged by every process's
-    requests together, though each has fewer) or not (1000; None: a CPU's)."""
+    request padded as lm-eval pads shares (copies of its last request): the scores equal
+    one process's given all the requests, bit for bit, whether the run is split into parts
+    (150 of its 160 distinct requests: split, judged by every process's requests together,
+    though each has fewer) or not (161: the padding and the request in two shares make 164
+    requests but no more distinct ones; 1000; None: a CPU's)."""
     import random
 
     rng = random.Random(1)
-    words = [
-        "the",
-        "cat",
-        "dog",
-        "sat",
-        "on",
-        "a",
-        "mat",
-        "who",
-        "should",
-        "derek",
-        "hug",
-        "richard",
-        "after",
-        "barking",
-    ]
+    words = ["the", "cat", "dog", "sat", "on", "a", "mat", "who", "should", "derek", "hug"]
     pool = [
-        (
-            rng.choice(["", "Context:"]),
-            " ".join(rng.choice(words) for _ in range(rng.randint(1, 20))),
-        )
-        for _ in range(160)
+        (rng.choice(["", "Context:"]), f"{i} " + " ".join(rng.choices(words, k=rng.randint(1, 20))))
+        for i in range(160)
     ]
-    shares = [pool[:1], pool[1:100], pool[100:] + pool[5:6]]
+    shares = [pool[:1] * 4, pool[1:100], pool[100:] + pool[5:6]]
     scorers = [PLLScorer.from_pretrained(tiny_bert_dir, device="cpu") for _ in shares]
     for scorer in scorers:
         scorer.parts_from = parts_from
@@ -455,10 +439,11 @@ def test_processes_in_threads_equal_one_process_bit_for_bit(tiny_bert_dir, parts
     for thread in threads:
         thread.join(timeout=120)
     requests = [request for share in shares for request in share]
-    assert scorers[0].splits(len(requests)) == (parts_from == 150)
+    assert len(requests) == 164 and len(set(requests)) == 160
     one = PLLScorer.from_pretrained(tiny_bert_dir, device="cpu")
     one.parts_from = parts_from
-    single = one.score_requests(requests)
+    assert one.splits(len(set(requests))) == (parts_from == 150)
+    single = one.score_requests(pool)
     got = [score for share in out for score in share]
     assert [score.text for score in got] == [continuation for _, continuation in requests]
-    assert got == single
+    assert got == single[:1] * 4 + single[1:] + single[5:6]

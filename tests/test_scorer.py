@@ -609,5 +609,17 @@ def test_only_large_runs_are_split_and_only_where_parts_are_prepared_ahead(tiny_
     assert not scorer.splits(PARTS_FROM - 1) and scorer.splits(PARTS_FROM)
     scorer.parts_from = len(MANY)
     assert len(scorer.distinct_jobs(MANY)[1].bounds) == 6
+    assert scorer.distinct_jobs(MANY[1:] + MANY[1:2] * 3)[1].bounds == (0, len(MANY) - 1)
     assert scorer.distinct_jobs(MANY[1:])[1].bounds == (0, len(MANY) - 1)
     assert len(scorer.distinct_jobs(MANY[1:], parts=True)[1].bounds) == 6
+
+
+def test_a_run_of_one_part_starts_no_thread(tiny_bert_dir, monkeypatch):
+    scorer = scorer_for(tiny_bert_dir, "word_l2r")
+    scorer.prepare_ahead = True  # as on an accelerator, with a run too small to split
+
+    def refused(items):
+        raise AssertionError("a thread prepares the only part")
+
+    monkeypatch.setattr(scorer_module, "prepared_ahead", refused)
+    assert [s.text for s in scorer.score(SENTENCES)] == SENTENCES
