@@ -170,9 +170,9 @@ class PLLRunner:
         while parts:
             part = parts.popleft()
             copies = part.stop - part.first
-            if copies > 1 and self.token_cap is not None and copies * length > self.token_cap:
-                # cut under a larger cap, before a later part ran out of memory
-                parts.extendleft(reversed(self._cut(part, length)))
+            pieces = self._cut(part, length)
+            if len(pieces) > 1:  # cut under a larger cap, before a later part ran out of memory
+                parts.extendleft(reversed(pieces))
                 continue
             try:
                 self._score_batch(metric, group, part, scores, buffers)
