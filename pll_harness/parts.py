@@ -19,7 +19,6 @@ from __future__ import annotations
 import hashlib
 import queue
 import threading
-import zlib
 from collections.abc import Iterator, Sequence
 from typing import Any, TypeVar
 
@@ -40,25 +39,11 @@ sample, a task under ``--limit``) keeps its full batches."""
 _BOUNDS = np.cumsum(PART_SHARES) * (1 << 32) // sum(PART_SHARES)
 
 
-def request_parts(requests: Sequence[tuple[str, str]]) -> np.ndarray:
-    """The part of each ``(context, continuation)``: where its CRC-32 falls among the
-    parts' shares of the 32-bit range.  A CRC is the same in every process and Python
-    version, as ``hash()`` of a string is not; it costs 0.04 s for all of BLiMP."""
-    checksums = np.fromiter(
-        (
-            zlib.crc32(continuation.encode(), zlib.crc32(context.encode()))
-            for context, continuation in requests
-        ),
-        dtype=np.int64,
-        count=len(requests),
-    )
-    return np.searchsorted(_BOUNDS, checksums, side="right")
-
-
 def request_digests(requests: Sequence[tuple[str, str]]) -> np.ndarray:
-    """A 64-bit digest of each ``(context, continuation)``, by which processes that each
-    hold some requests count the distinct ones of all (two requests share one with
-    probability 2**-64)."""
+    """A 64-bit digest of each ``(context, continuation)``: the same in every process and
+    Python version, as ``hash()`` of a string is not.  It sets a request's part
+    (:func:`request_parts`), and processes that each hold some requests count the distinct
+    ones of all by it (two requests share one with probability 2**-64)."""
     return np.fromiter(
         (
             int.from_bytes(
@@ -70,6 +55,12 @@ def request_digests(requests: Sequence[tuple[str, str]]) -> np.ndarray:
         dtype=np.uint64,
         count=len(requests),
     )
+
+
+def request_parts(requests: Sequence[tuple[str, str]]) -> np.ndarray:
+    """The part of each ``(context, continuation)``: where the top 32 bits of its digest
+    fall among the parts' shares of the 32-bit range (0.09 s for all of BLiMP)."""
+    return np.searchsorted(_BOUNDS, request_digests(requests) >> np.uint64(32), side="right")
 
 
 def in_parts(parts: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
