@@ -38,6 +38,7 @@ from pll_harness.scorer import PLLScorer  # noqa: E402
 
 IMPORTED = time.perf_counter()
 
+RUN = "  run the model (on a GPU in parts: until the last batch is queued)"
 PHASES: list[tuple[str, Any, str]] = [
     ("lm-eval: index every task folder", lm_eval.tasks.manager.TaskManager, "__init__"),
     ("lm-eval: load each task's data", ConfigurableTask, "download"),
@@ -47,8 +48,9 @@ PHASES: list[tuple[str, Any, str]] = [
     ("  tokenize (on a GPU part by part, beside the run)", PLLScorer, "distinct_jobs"),
     ("  tokenize (on a GPU part by part, beside the run)", PLLScorer, "_jobs"),
     ("  plan, all groups before the run", PLLScorer, "plan_work"),
-    ("  run the model (planning each group as it is reached)", PLLRunner, "run"),
-    ("  run the model (planning each group as it is reached)", PLLRunner, "run_planned"),
+    (RUN, PLLRunner, "run"),
+    (RUN, PLLRunner, "run_planned"),
+    (RUN, PLLRunner, "launch"),
     ("  planning, wherever it ran (each group's _group)", pll_harness.planning, "_group"),
     ("  assemble", PLLScorer, "assemble"),
     ("lm-eval: evaluate, all of it", lm_eval.evaluator, "evaluate"),
@@ -59,9 +61,12 @@ run and is also given on its own (every group's ``_group``, wherever it ran); re
 before that, and data-parallel runs, plan all groups first (``plan_work``).  Tokenizing is
 ``distinct_jobs`` in revisions before the parts (pll_harness.parts) and in data-parallel
 runs, else each part's ``_jobs``, which on a GPU runs in a thread while the device
-works.  ``run`` calls ``run_planned``: a call inside a call of the same label counts
-once.  A function that a revision (on PYTHONPATH) lacks, or that the run never called,
-leaves its row empty."""
+works.  A run in parts launches each part without waiting for the device (``launch``),
+and assembles each part in a thread once its results are back: on a GPU the rest of the
+run shows in the whole ``loglikelihood`` only, and assembling, but for the last part,
+overlaps the run.  ``run`` calls ``run_planned``, which calls ``launch``: a call inside a
+call of the same label counts once.  A function that a revision (on PYTHONPATH) lacks, or
+that the run never called, leaves its row empty."""
 
 seconds: dict[str, float] = defaultdict(float)
 

@@ -27,42 +27,45 @@ import pll_bench
 
 from pll_harness import PLLScorer
 from pll_harness.parts import PARTS_FROM
-from pll_harness.runner import BATCHES_IN_FLIGHT
+from pll_harness.runner import BATCHES_IN_FLIGHT, PendingScores, TargetScores
 
 
 class StandInDevice:
     """A device that runs one batch after another in a thread of its own, each for its
     share of the device's seconds, while the host goes on: launching a batch waits only
-    when BATCHES_IN_FLIGHT are queued, and a run ends when the queue is empty, as the
-    runner's are on CUDA (``pll_harness.runner``)."""
+    when BATCHES_IN_FLIGHT are queued, and a run's results reach the host once the device
+    has passed its last batch, as the runner's do on CUDA (``pll_harness.runner``)."""
 
     def __init__(self, seconds_per_token: float) -> None:
         self.seconds_per_token = seconds_per_token
-        self.queue: queue.Queue[float] = queue.Queue(maxsize=BATCHES_IN_FLIGHT)
+        self.queue: queue.Queue[float | threading.Event] = queue.Queue(maxsize=BATCHES_IN_FLIGHT)
         threading.Thread(target=self._work, daemon=True, name="stand-in-device").start()
 
     def _work(self) -> None:
         while True:
-            time.sleep(self.queue.get())
-            self.queue.task_done()
+            item = self.queue.get()
+            if isinstance(item, threading.Event):
+                item.set()  # a run's results, copied back behind its last batch
+            else:
+                time.sleep(item)
 
     def install(self, scorer: PLLScorer) -> None:
         """Run ``scorer``'s batches here: the host still builds each batch's masked copies;
         the model's place is taken by the wait, and every log-probability is 0."""
-        runner, run_planned = scorer.runner, scorer.runner.run_planned
+        runner = scorer.runner
 
         def score_batch(metric, group, batch, scores, buffers) -> None:
             inputs = group.inputs(metric, batch.first, batch.stop, runner.mask_token_id)
             self.queue.put(inputs.input_ids.size * self.seconds_per_token)
             scores.logprobs[inputs.slots] = 0.0
 
-        def run_and_wait(*args, **kwargs):
-            results = run_planned(*args, **kwargs)
-            self.queue.join()
-            return results
+        def copied_back(scores: TargetScores) -> PendingScores:
+            arrived = threading.Event()
+            self.queue.put(arrived)
+            return PendingScores(scores, arrived.wait)
 
         runner._score_batch = score_batch
-        runner.run_planned = run_and_wait
+        runner._copied_back = copied_back
 
 
 def main() -> None:

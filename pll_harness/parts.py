@@ -71,16 +71,17 @@ def in_parts(parts: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return order, bounds
 
 
-def prepared_ahead(items: Iterator[T]) -> Iterator[T]:
-    """``items``, made one after another in a thread from the start, while the caller works
-    on those made before: the tokenizer's Rust call and much of numpy release the GIL, and
-    a thread that launches work on an accelerator mostly waits for it.  The thread does
-    not wait for the caller to take an item before making the next one: then the device
-    waits only when preparing all parts up to the next is slower than running all parts up
-    to this one, not whenever one part prepares slower than the one before runs.  An error
-    in the thread is raised where its item would have come; a caller that stops early does
-    not wait for the item in progress, and no item is made after it stopped.  The thread
-    is a daemon: an interrupted process exits without waiting for it either."""
+def prepared_ahead(items: Iterator[T], name: str = "pll-next-parts") -> Iterator[T]:
+    """``items``, made one after another in a thread (called ``name``) that starts at
+    once, before the caller takes the first, while the caller works on those made before:
+    the tokenizer's Rust call and much of numpy release the GIL, and a thread that
+    launches work on an accelerator mostly waits for it.  The thread does not wait for the
+    caller to take an item before making the next one: then the device waits only when
+    preparing all parts up to the next is slower than running all parts up to this one,
+    not whenever one part prepares slower than the one before runs.  An error in the
+    thread is raised where its item would have come; a caller that stops early does not
+    wait for the item in progress, and no item is made after it stopped.  The thread is a
+    daemon: an interrupted process exits without waiting for it either."""
     ready: queue.SimpleQueue[tuple[Any, BaseException | None]] = queue.SimpleQueue()
     stopped = threading.Event()
     end = object()
@@ -96,14 +97,17 @@ def prepared_ahead(items: Iterator[T]) -> Iterator[T]:
             return
         ready.put((end, None))
 
-    threading.Thread(target=make, name="pll-next-parts", daemon=True).start()
-    try:
-        while True:
-            item, error = ready.get()
-            if error is not None:
-                raise error
-            if item is end:
-                return
-            yield item
-    finally:
-        stopped.set()
+    def taken() -> Iterator[T]:
+        try:
+            while True:
+                item, error = ready.get()
+                if error is not None:
+                    raise error
+                if item is end:
+                    return
+                yield item
+        finally:
+            stopped.set()
+
+    threading.Thread(target=make, name=name, daemon=True).start()
+    return taken()

@@ -4,9 +4,10 @@ Each batch (see :mod:`pll_harness.planning`) holds masked copies of one length, 
 to the encoder without padding and without an attention mask.  The MLM head, and where
 the architecture allows the encoder's last layer (:mod:`pll_harness.heads`), run at the
 target positions only; log-softmax runs in float32 whatever the model's dtype.  Results
-stay on the device until the run ends: on a GPU nothing waits for a batch to finish
-before the next is sent (the host plans the next group meanwhile, see
-:meth:`PLLRunner.run_planned`), and progress is read from CUDA events.
+stay on the device until the run ends, and their copy to the host queues behind its last
+batch: on a GPU nothing waits for a batch to finish before the next is sent (the host
+plans the next group meanwhile, see :meth:`PLLRunner.run_planned`), nor for one part of a
+run before the next (:meth:`PLLRunner.launch`), and progress is read from CUDA events.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ import logging
 from collections import deque
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 import torch
@@ -112,7 +114,6 @@ class PLLRunner:
         planned = ((work.groups[batch.group], batch) for batch in batches)
         return self.run_planned(work.metric, work.n_slots, planned, on_batch_done)
 
-    @torch.inference_mode()
     def run_planned(
         self,
         metric: Metric,
@@ -122,7 +123,26 @@ class PLLRunner:
     ) -> TargetScores:
         """:meth:`run` over batches that may still be being planned: each is taken from
         ``batches`` only once the one before has been sent (see
-        :class:`pll_harness.planning.WorkPlanner`).
+        :class:`pll_harness.planning.WorkPlanner`)."""
+        in_flight = InFlight(self.device)
+        pending = self.launch(metric, n_slots, batches, in_flight, on_batch_done)
+        in_flight.finish()
+        return pending.wait()
+
+    @torch.inference_mode()
+    def launch(
+        self,
+        metric: Metric,
+        n_slots: int,
+        batches: Iterable[tuple[CopyGroup, Batch]],
+        in_flight: InFlight,
+        on_batch_done: Callable[[int], None] | None = None,
+    ) -> PendingScores:
+        """:meth:`run_planned` without waiting for the end of the run: on CUDA it returns
+        once the last batch, and the copy of the results to the host behind it, are queued.
+        A run in parts launches one part after another into the same ``in_flight``, so the
+        device goes from one part to the next without draining its queue in between, and
+        at most BATCHES_IN_FLIGHT batches are queued across the parts' ends.
 
         On the CPU, the memory that the batches of one length leave free is given back
         when the length changes and when the run ends (see :mod:`pll_harness.allocator`)."""
@@ -130,7 +150,6 @@ class PLLRunner:
             torch.full((n_slots,), torch.nan, device=self.device),
             torch.zeros(n_slots, dtype=torch.bool, device=self.device),
         )
-        done = _Completion(self.device, on_batch_done)
         buffers = _ChunkBuffers()
         length = None
         try:
@@ -140,13 +159,28 @@ class PLLRunner:
                     if self.cpu and length != previous:
                         release_free_memory()
                     self._score_within_memory(metric, group, batch, scores, buffers)
-                    done.launched(position)
-            done.finish()
+                    in_flight.launched(position, on_batch_done)
+            return self._copied_back(scores)
         finally:
             del buffers  # so that the release below returns them too
             if self.cpu:
                 release_free_memory()
-        return TargetScores(scores.logprobs.cpu(), scores.greedy.cpu())
+
+    def _copied_back(self, scores: TargetScores) -> PendingScores:
+        """Queue the copy of ``scores`` to the host behind the batches: into pinned memory
+        on CUDA, where a copy to pageable memory would wait for the device; elsewhere the
+        copy is made at once."""
+        if self.device.type != "cuda":
+            return PendingScores(TargetScores(scores.logprobs.cpu(), scores.greedy.cpu()))
+        host = TargetScores(
+            torch.empty(scores.logprobs.shape, dtype=scores.logprobs.dtype, pin_memory=True),
+            torch.empty(scores.greedy.shape, dtype=torch.bool, pin_memory=True),
+        )
+        host.logprobs.copy_(scores.logprobs, non_blocking=True)
+        host.greedy.copy_(scores.greedy, non_blocking=True)
+        copied = torch.cuda.Event()
+        copied.record()
+        return PendingScores(host, copied.synchronize)
 
     def _score_within_memory(
         self,
@@ -299,37 +333,52 @@ class _ChunkBuffers:
         return buffer[:rows]
 
 
-class _Completion:
-    """Reports finished batches.  On CUDA a batch is finished when its event has passed,
-    which the host checks without waiting; it waits only when BATCHES_IN_FLIGHT are
-    queued.  Elsewhere work is synchronous and a batch is done when it returns."""
+class PendingScores:
+    """A run's results on their way to the host (see :meth:`PLLRunner.launch`):
+    :meth:`wait` returns them once there, and may be called from any thread (a run in
+    parts assembles one part while the device runs the next)."""
 
-    def __init__(self, device: torch.device, callback: Callable[[int], None] | None) -> None:
-        self.callback = callback
+    def __init__(self, scores: TargetScores, arrived: Callable[[], Any] | None = None) -> None:
+        self._scores, self._arrived = scores, arrived
+
+    def wait(self) -> TargetScores:
+        if self._arrived is not None:
+            self._arrived()
+        return self._scores
+
+
+class InFlight:
+    """The batches sent to the device and not yet reported finished, for one scoring call
+    (all of its parts), and only the thread that launches them uses it.  On CUDA a batch
+    is finished when its event has passed, which the host checks without waiting; it
+    waits only when more than BATCHES_IN_FLIGHT are queued.  Elsewhere work is
+    synchronous and a batch is reported when it returns."""
+
+    def __init__(self, device: torch.device) -> None:
         self.cuda = device.type == "cuda"
-        self.pending: deque[tuple[torch.cuda.Event, int]] = deque()
+        self.pending: deque[tuple[torch.cuda.Event, int, Callable[[int], None] | None]] = deque()
 
-    def launched(self, position: int) -> None:
+    def launched(self, position: int, callback: Callable[[int], None] | None) -> None:
+        """Batch ``position`` of a run is queued; ``callback(position)`` once it is done."""
         if not self.cuda:
-            self._report(position)
+            if callback is not None:
+                callback(position)
             return
         event = torch.cuda.Event()
         event.record()
-        self.pending.append((event, position))
+        self.pending.append((event, position, callback))
         while self.pending and (
             self.pending[0][0].query() or len(self.pending) > BATCHES_IN_FLIGHT
         ):
             self._settle()
 
     def finish(self) -> None:
+        """Wait for every batch launched, reporting each."""
         while self.pending:
             self._settle()
 
     def _settle(self) -> None:
-        event, position = self.pending.popleft()
+        event, position, callback = self.pending.popleft()
         event.synchronize()
-        self._report(position)
-
-    def _report(self, position: int) -> None:
-        if self.callback is not None:
-            self.callback(position)
+        if callback is not None:
+            callback(position)

@@ -14,6 +14,7 @@ import itertools
 import logging
 import math
 import numbers
+import queue
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -37,7 +38,7 @@ from pll_harness.loading import LoadedModel, load_masked_lm, model_max_length
 from pll_harness.metrics import DEFAULT_METRIC, get_metric
 from pll_harness.parts import PARTS_FROM, in_parts, prepared_ahead, request_parts
 from pll_harness.planning import Batching, Work, WorkPlanner
-from pll_harness.runner import PLLRunner, TargetScores
+from pll_harness.runner import InFlight, PendingScores, PLLRunner, TargetScores
 
 logger = logging.getLogger(f"lm_eval.{__name__}")
 
@@ -503,9 +504,13 @@ class PLLScorer:
         ``several``: there is more than one part, which alone makes preparing ahead pay.
 
         Groups are planned as the runner reaches them (:class:`WorkPlanner`), so on a GPU
-        planning overlaps the batches already queued; there the later parts are also
-        prepared (tokenized, their planners and progress counts made) in a thread while
-        the device runs the earlier ones (:attr:`prepare_ahead`)."""
+        planning overlaps the batches already queued.  There each part is also launched
+        behind the one before without waiting for it (:meth:`PLLRunner.launch`), and, when
+        a run has several parts (:attr:`prepare_ahead`), the later parts are prepared
+        (tokenized, their planners and progress counts made) in one thread and each part
+        is assembled in another once its results are back, while the device runs the
+        next: the host's work around the run is then the first part's preparing and the
+        last part's assembling."""
 
         def prepare(start: int, jobs: Jobs) -> tuple[Jobs, WorkPlanner, FinishedJobs | None]:
             planner = self.planner(jobs.encodings)
@@ -515,18 +520,39 @@ class PLLScorer:
             return jobs, planner, FinishedJobs(jobs.encodings, planner, share)
 
         prepared = itertools.starmap(prepare, parts)
-        if self.prepare_ahead and several:
+        ahead = self.prepare_ahead and several
+        if ahead:
             prepared = prepared_ahead(prepared)
-        runs = []
-        for jobs, planner, finished in prepared:
-            on_batch_done = None
-            if progress is not None and finished is not None:
-                progress(finished.without_batches)
-                on_batch_done = lambda position, f=finished: progress(f.at(position))  # noqa: E731
-            results = self.runner.run_planned(self._metric, planner.n_slots, planner, on_batch_done)
-            runs.append((jobs, planner.work(), results))
-        self._report_literal_specials(jobs.encodings for jobs, _, _ in runs)
-        return [score for run in runs for score in self.assemble(*run)]
+        runs: queue.SimpleQueue[tuple[Jobs, Work, PendingScores] | None] = queue.SimpleQueue()
+        assembled = self._assembled(runs)
+        if ahead:
+            assembled = prepared_ahead(assembled, name="pll-assemble")
+        in_flight = InFlight(self.runner.device)
+        encodings = []
+        try:
+            for jobs, planner, finished in prepared:
+                on_batch_done = None
+                if progress is not None and finished is not None:
+                    progress(finished.without_batches)
+                    on_batch_done = lambda position, f=finished: progress(f.at(position))  # noqa: E731
+                pending = self.runner.launch(
+                    self._metric, planner.n_slots, planner, in_flight, on_batch_done
+                )
+                runs.put((jobs, planner.work(), pending))
+                encodings.append(jobs.encodings)
+        finally:
+            runs.put(None)  # the end, or a stop: either way the assembling ends
+        in_flight.finish()
+        self._report_literal_specials(encodings)
+        return [score for part in assembled for score in part]
+
+    def _assembled(
+        self, runs: queue.SimpleQueue[tuple[Jobs, Work, PendingScores] | None]
+    ) -> Iterator[list[SentenceScore]]:
+        """Each launched part's scores, assembled once its results are on the host, until
+        the None that ends ``runs``."""
+        for jobs, work, pending in iter(runs.get, None):
+            yield self.assemble(jobs, work, pending.wait())
 
     def plan_work(self, encodings: Encodings) -> Work:
         """Copies and batches for every scored token of ``encodings``, all planned at once

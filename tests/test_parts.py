@@ -91,6 +91,20 @@ def test_items_prepared_ahead_come_in_order_and_are_made_meanwhile():
     assert all(thread != threading.current_thread().name for _, thread in got)
 
 
+def test_items_are_made_before_the_caller_asks_for_the_first():
+    """The thread starts with the call, not with the first item taken: the scorer takes
+    assembled parts only after launching the last one."""
+    made = threading.Event()
+
+    def items():
+        made.set()
+        yield "assembled"
+
+    ahead = prepared_ahead(items(), name="pll-test")
+    assert made.wait(timeout=5)
+    assert list(ahead) == ["assembled"]
+
+
 def test_an_error_while_preparing_is_raised_where_its_item_would_come():
     def items():
         yield 1

@@ -18,6 +18,7 @@ import logging
 import math
 import weakref
 from fractions import Fraction
+from typing import ClassVar
 
 import numpy as np
 import pytest
@@ -489,3 +490,60 @@ def test_a_few_long_documents_move_the_count_before_any_of_them_is_done(request)
 def planned_texts(scorer: PLLScorer, texts: list[str]) -> tuple[Jobs, Work]:
     _, jobs = scorer.distinct_jobs([("", t) for t in texts])
     return jobs, scorer.plan_work(jobs.encodings)
+
+
+class QueuedEvent:
+    """A stand-in for a CUDA event on a device that runs nothing until the host waits:
+    ``query`` is False until ``synchronize``, which finishes every batch queued before."""
+
+    recorded: ClassVar[list[QueuedEvent]] = []
+
+    def __init__(self) -> None:
+        self.done = False
+
+    def record(self) -> None:
+        QueuedEvent.recorded.append(self)
+
+    def query(self) -> bool:
+        return self.done
+
+    def synchronize(self) -> None:
+        for event in QueuedEvent.recorded[: QueuedEvent.recorded.index(self) + 1]:
+            event.done = True
+
+
+def test_runs_launched_into_one_queue_keep_it_full_across_their_ends(monkeypatch):
+    """The parts of a run go to one InFlight: the second part's batches queue behind the
+    first's without waiting for its end, the host never holds more than BATCHES_IN_FLIGHT
+    unfinished, and every batch of every part is reported once, in order, by the end."""
+    monkeypatch.setattr(torch.cuda, "Event", QueuedEvent)
+    monkeypatch.setattr(QueuedEvent, "recorded", [])
+    in_flight = runner_module.InFlight(torch.device("cuda"))
+    reported, queued = [], []
+    for part, batches in (("first", 5), ("second", 12)):
+        for position in range(batches):
+            in_flight.launched(position, lambda k, part=part: reported.append((part, k)))
+            queued.append(len(in_flight.pending))
+    assert max(queued) == runner_module.BATCHES_IN_FLIGHT
+    assert queued[5] == 6  # the first part's batches were still queued, none waited for
+    in_flight.finish()
+    assert not in_flight.pending
+    assert reported == [("first", k) for k in range(5)] + [("second", k) for k in range(12)]
+
+
+def test_runs_launched_one_after_another_score_as_run_alone(scorer):
+    """What launch hands back is the run's results once waited for, whoever waits."""
+    _, work = planned(scorer)
+    alone = scorer.runner.run(work)
+    in_flight = runner_module.InFlight(scorer.runner.device)
+    planned_batches = [(work.groups[b.group], b) for b in work.batches]
+    first = scorer.runner.launch(work.metric, work.n_slots, planned_batches[:3], in_flight)
+    second = scorer.runner.launch(work.metric, work.n_slots, planned_batches[3:], in_flight)
+    in_flight.finish()
+    one, two = first.wait(), second.wait()
+    (pooled,) = pool_target_scores(
+        [one], GatheredGroup([[(one.logprobs, one.greedy)], [(two.logprobs, two.greedy)]])
+    )
+    assert bool(torch.isnan(one.logprobs).any())  # the runs really are partial
+    assert torch.equal(pooled.logprobs, alone.logprobs)
+    assert torch.equal(pooled.greedy, alone.greedy)

@@ -548,6 +548,74 @@ def test_the_next_part_is_tokenized_while_a_part_is_scored(tiny_bert_dir, monkey
     assert told_ahead == told_in_turn and sum(told_ahead) == len(MANY)
 
 
+def test_a_part_is_assembled_while_the_next_part_runs(tiny_bert_dir, monkeypatch):
+    """With prepare_ahead, each part is assembled in a thread once its results are back,
+    while the runner goes on with the next: the second part's first batch waits for the
+    first part's assembling to begin, which assembling after the run would never do; the
+    scores and what progress is told are those of the parts scored in turn, bit for bit."""
+    scorer = scorer_for(tiny_bert_dir, "word_l2r", max_batch_tokens=300)
+    scorer.parts_from = 1  # in parts, as a large run on a GPU
+    told_in_turn: list[int] = []
+    in_turn = scorer.score_requests(MANY, told_in_turn.append)
+    launches, assembling = [], []
+    first_begun = threading.Event()
+    launch, assemble = scorer.runner.launch, scorer.assemble
+
+    def launching(*args, **kwargs):
+        launches.append(1)
+        return launch(*args, **kwargs)
+
+    def assembling_part(*args, **kwargs):
+        assembling.append(threading.current_thread().name)
+        first_begun.set()
+        return assemble(*args, **kwargs)
+
+    states = scorer.runner.parts.states
+    waited = []
+
+    def second_part_waits(input_ids, rows, positions):
+        if len(launches) == 2 and not waited:
+            waited.append(first_begun.wait(timeout=10))
+        return states(input_ids, rows, positions)
+
+    monkeypatch.setattr(scorer.runner, "launch", launching)
+    monkeypatch.setattr(scorer, "assemble", assembling_part)
+    monkeypatch.setattr(
+        scorer.runner, "parts", dataclasses.replace(scorer.runner.parts, states=second_part_waits)
+    )
+    scorer.prepare_ahead = True
+    told_ahead: list[int] = []
+    ahead = scorer.score_requests(MANY, told_ahead.append)
+    assert waited == [True] and len(launches) >= 4
+    assert set(assembling) == {"pll-assemble"} and len(assembling) == len(launches)
+    assert ahead == in_turn
+    assert told_ahead == told_in_turn and sum(told_ahead) == len(MANY)
+
+
+def test_a_stopped_run_leaves_no_thread_behind(tiny_bert_dir, monkeypatch):
+    """A run that stops in its second part (an error, an interrupt) ends the assembling
+    thread too, rather than leaving it waiting for parts that will never come."""
+    scorer = scorer_for(tiny_bert_dir, "word_l2r", max_batch_tokens=300)
+    scorer.parts_from = 1  # in parts, as a large run on a GPU
+    scorer.prepare_ahead = True
+    launches = []
+    launch = scorer.runner.launch
+
+    def failing_second(*args, **kwargs):
+        launches.append(1)
+        if len(launches) == 2:
+            raise KeyboardInterrupt
+        return launch(*args, **kwargs)
+
+    monkeypatch.setattr(scorer.runner, "launch", failing_second)
+    with pytest.raises(KeyboardInterrupt):
+        scorer.score_requests(MANY)
+    for thread in threading.enumerate():
+        if thread.name in ("pll-assemble", "pll-next-parts"):
+            thread.join(timeout=10)
+            assert not thread.is_alive()
+
+
 def test_an_error_while_preparing_the_next_part_stops_the_run(tiny_bert_dir, monkeypatch):
     scorer = scorer_for(tiny_bert_dir, "word_l2r", max_batch_tokens=300)
     scorer.parts_from = 1  # in parts, as a large run on a GPU
