@@ -45,9 +45,10 @@ class StandInDevice:
         while True:
             item = self.queue.get()
             if isinstance(item, threading.Event):
-                item.set()  # a run's results, copied back behind its last batch
+                item.set()  # a part's results, copied back behind its last batch
             else:
                 time.sleep(item)
+            self.queue.task_done()
 
     def install(self, scorer: PLLScorer) -> None:
         """Run ``scorer``'s batches here: the host still builds each batch's masked copies;

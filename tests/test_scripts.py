@@ -20,6 +20,7 @@ import subprocess
 import sys
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
+from threading import Event
 from types import ModuleType
 
 import pytest
@@ -129,8 +130,9 @@ def test_pll_bench_engine_worker_counts_the_copies_the_plan_runs():
 
 def test_the_stand_in_device_gets_every_batch_and_gives_its_scores_back(monkeypatch):
     """parts_overlap.py's stand-in device: every token the plans feed the model reaches its
-    thread, nothing is left queued when ``score()`` returns, and the scores it writes (0)
-    come back, with the parts in turn and with the next one prepared ahead."""
+    thread, and each part's results after its batches; nothing is left queued when
+    ``score()`` returns, and the scores it writes (0) come back, with the parts in turn
+    and with the next one prepared ahead."""
     from pll_harness import PLLScorer
 
     monkeypatch.syspath_prepend(str(REPO_ROOT / "bench"))
@@ -156,7 +158,10 @@ def test_the_stand_in_device_gets_every_batch_and_gives_its_scores_back(monkeypa
         scores = scorer.score(texts)
         assert [score.logprob for score in scores] == [0.0] * len(texts)
         assert device.queue.unfinished_tasks == 0
-        assert sum(sent) == pytest.approx(1e-6 * tokens) and len(sent) > 3
+        batches = [seconds for seconds in sent if isinstance(seconds, float)]
+        assert sum(batches) == pytest.approx(1e-6 * tokens) and len(batches) > 3
+        assert len(sent) - len(batches) == len(works) and not isinstance(sent[0], Event)
+        assert isinstance(sent[-1], Event)
 
 
 def _stub(bin_dir: Path, name: str, body: str) -> None:
