@@ -34,7 +34,7 @@ from tqdm import tqdm
 from pll_harness.encoding import Encodings
 from pll_harness.parts import request_digests
 from pll_harness.planning import Batch, Batching
-from pll_harness.runner import TargetScores
+from pll_harness.runner import InFlight, TargetScores
 
 if TYPE_CHECKING:
     from pll_harness.scorer import PLLScorer, SentenceScore
@@ -252,10 +252,20 @@ def score_shared(
             unit="batch",
             disable=disable_tqdm or group.rank != 0,
         ) as bar:
-            partial = [
-                scorer.runner.run(work, own, lambda _: bar.update())
+            # the parts queue back to back on the device (PLLRunner.launch)
+            in_flight = InFlight(scorer.runner.device)
+            pending = [
+                scorer.runner.launch(
+                    work.metric,
+                    work.n_slots,
+                    work.planned(own),
+                    in_flight,
+                    lambda _: bar.update(),
+                )
                 for work, own in zip(works, mine, strict=True)
             ]
+            in_flight.finish()
+            partial = [results.wait() for results in pending]
         scored = time.perf_counter()
         pooled = pool_target_scores(partial, group)
         scores = [

@@ -24,7 +24,7 @@ pooled texts reproduce one process's numbers exactly.
 from __future__ import annotations
 
 import itertools
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from typing import NamedTuple
 
@@ -153,6 +153,12 @@ class Work:
     def cost(self, batch: Batch) -> int:
         """Tokens the forward pass processes: what its time is roughly proportional to."""
         return (batch.stop - batch.first) * self.groups[batch.group].length
+
+    def planned(self, batches: Iterable[Batch] | None = None) -> Iterator[tuple[CopyGroup, Batch]]:
+        """``batches`` (None: all; none is none) with their groups, as the runner takes
+        them."""
+        batches = self.batches if batches is None else batches
+        return ((self.groups[batch.group], batch) for batch in batches)
 
     def inputs(self, batch: Batch, mask_token_id: int) -> BatchInputs:
         """The masked copies of ``batch`` (see :meth:`CopyGroup.inputs`)."""

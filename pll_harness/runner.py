@@ -110,8 +110,7 @@ class PLLRunner:
         no given batch stay NaN, so partial results can be pooled and a target that nobody
         scored cannot pass for a number.  ``on_batch_done(k)`` fires when the k-th batch has
         finished on the device."""
-        batches = work.batches if batches is None else batches
-        planned = ((work.groups[batch.group], batch) for batch in batches)
+        planned = work.planned(work.batches if batches is None else batches)
         return self.run_planned(work.metric, work.n_slots, planned, on_batch_done)
 
     def run_planned(

@@ -225,7 +225,7 @@ def fail(*_args, **_kwargs):
 
 @pytest.mark.parametrize(
     ("step", "exchange"),
-    [("distinct_jobs", 0), ("plan_work", 1), ("runner.run", 1), ("assemble", 2), ("then", 2)],
+    [("distinct_jobs", 0), ("plan_work", 1), ("runner.launch", 1), ("assemble", 2), ("then", 2)],
 )
 def test_a_process_whose_step_fails_tells_the_others(tiny_bert_dir, monkeypatch, step, exchange):
     """Every step runs on each process alone between two exchanges (``then``, the token
@@ -355,7 +355,7 @@ class ThreadedGroup:
         return [part for _, part in parts]
 
 
-STAGE = {None: 4, "distinct_jobs": 1, "runner.run": 2, "assemble": 3, "then": 3}
+STAGE = {None: 4, "distinct_jobs": 1, "runner.launch": 2, "assemble": 3, "then": 3}
 """The exchange (of 3) each failing step sends its failure in (4: none fails)."""
 
 

@@ -108,6 +108,15 @@ def test_identical_sequences_are_scored_once(tokenizer):
     assert work.slot_source[twins].tolist() == list(range(*work.slot_offsets[first : first + 2]))
 
 
+def test_a_works_batches_come_with_their_groups_and_none_means_none(tokenizer):
+    """A data-parallel process may own no batch of a part: it runs none, not all."""
+    _, work = planned(tokenizer)
+    assert [batch for _, batch in work.planned()] == list(work.batches)
+    assert all(group is work.groups[batch.group] for group, batch in work.planned())
+    assert list(work.planned([])) == []
+    assert [batch for _, batch in work.planned(work.batches[1:2])] == [work.batches[1]]
+
+
 @pytest.mark.parametrize("batch_size", [None, 1, 2])
 def test_every_copy_is_in_exactly_one_batch_within_the_limits(tokenizer, batch_size):
     batching = Batching(max_batch_tokens=120, batch_size=batch_size)
