@@ -178,7 +178,7 @@ class PLLRunner:
         host.logprobs.copy_(scores.logprobs, non_blocking=True)
         host.greedy.copy_(scores.greedy, non_blocking=True)
         copied = torch.cuda.Event()
-        copied.record()
+        copied.record(torch.cuda.current_stream(self.device))
         return PendingScores(host, copied.synchronize)
 
     def _score_within_memory(
@@ -354,6 +354,7 @@ class InFlight:
     synchronous and a batch is reported when it returns."""
 
     def __init__(self, device: torch.device) -> None:
+        self.device = device
         self.cuda = device.type == "cuda"
         self.pending: deque[tuple[torch.cuda.Event, int, Callable[[int], None] | None]] = deque()
 
@@ -364,7 +365,7 @@ class InFlight:
                 callback(position)
             return
         event = torch.cuda.Event()
-        event.record()
+        event.record(torch.cuda.current_stream(self.device))
         self.pending.append((event, position, callback))
         while self.pending and (
             self.pending[0][0].query() or len(self.pending) > BATCHES_IN_FLIGHT

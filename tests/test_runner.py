@@ -17,6 +17,7 @@ import itertools
 import logging
 import math
 import weakref
+from concurrent.futures import ThreadPoolExecutor
 from fractions import Fraction
 from typing import ClassVar
 
@@ -501,7 +502,7 @@ class QueuedEvent:
     def __init__(self) -> None:
         self.done = False
 
-    def record(self) -> None:
+    def record(self, stream: object = None) -> None:
         QueuedEvent.recorded.append(self)
 
     def query(self) -> bool:
@@ -517,6 +518,7 @@ def test_runs_launched_into_one_queue_keep_it_full_across_their_ends(monkeypatch
     first's without waiting for its end, the host never holds more than BATCHES_IN_FLIGHT
     unfinished, and every batch of every part is reported once, in order, by the end."""
     monkeypatch.setattr(torch.cuda, "Event", QueuedEvent)
+    monkeypatch.setattr(torch.cuda, "current_stream", lambda device: None)
     monkeypatch.setattr(QueuedEvent, "recorded", [])
     in_flight = runner_module.InFlight(torch.device("cuda"))
     reported, queued = [], []
@@ -547,3 +549,30 @@ def test_runs_launched_one_after_another_score_as_run_alone(scorer):
     assert bool(torch.isnan(one.logprobs).any())  # the runs really are partial
     assert torch.equal(pooled.logprobs, alone.logprobs)
     assert torch.equal(pooled.greedy, alone.greedy)
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+def test_cuda_runs_launched_back_to_back_come_back_whole(tiny_bert_dir):
+    """On CUDA, launch returns before the device is done and the results travel into
+    pinned memory behind the batches: once waited for, from another thread too, they are
+    those of a run that waited at its end, bit for bit, on whichever GPU the scorer uses."""
+    device = f"cuda:{torch.cuda.device_count() - 1}"
+    scorer = PLLScorer.from_pretrained(
+        tiny_bert_dir, "word_l2r", device=device, max_batch_tokens=120
+    )
+    _, work = planned(scorer)
+    alone = scorer.runner.run(work)
+    in_flight = runner_module.InFlight(scorer.runner.device)
+    done = []
+    halves = (work.batches[: len(work.batches) // 2], work.batches[len(work.batches) // 2 :])
+    pending = [
+        scorer.runner.launch(work.metric, work.n_slots, work.planned(half), in_flight, done.append)
+        for half in halves
+    ]
+    with ThreadPoolExecutor(1) as other_thread:
+        results = [other_thread.submit(part.wait).result() for part in pending]
+    in_flight.finish()
+    assert done == [*range(len(halves[0])), *range(len(halves[1]))]
+    assert all(part.logprobs.is_pinned() for part in results)
+    pooled = torch.where(torch.isnan(results[0].logprobs), results[1].logprobs, results[0].logprobs)
+    assert torch.equal(pooled, alone.logprobs)
