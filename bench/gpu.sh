@@ -3,8 +3,8 @@
 # after `bash bench/gpu_wheels.sh` has put the wheels it installs in .whl (the device tool's
 # machines have no network: carry .whl). bench/README.md gives the device calls to make.
 #
-#   bash bench/gpu.sh [STEP ...]      # STEP: sample, all, lm_eval, bf16, attention, tokenize
-#                                     # or everything (default: all six)
+#   bash bench/gpu.sh [STEP ...]      # STEP: sample, all, lm_eval, bf16, attention, tokenize,
+#                                     # cuda_tests or everything (default: all seven)
 #
 #   sample   ours vs minicons on 2,000 seeded BLiMP sentences, fp32 and bf16, word_l2r
 #   all      all 134,000 BLiMP sentences through PLLScorer.score, bf16, SDPA then eager
@@ -16,6 +16,9 @@
 #            choice and eager attention, twice each (bench/attention_gpu.py)
 #   tokenize the tokenize step over all of BLiMP with TOKENIZERS_PARALLELISM unset, false and
 #            true, each in a fresh process (bench/tokenize_threads.py)
+#   cuda_tests  the tests that need CUDA (skipped elsewhere): the runner's CUDA paths (parts
+#            launched back to back, results copied back into pinned memory, more targets than
+#            a grid dimension) against runs on the same GPU
 #
 # A step that fails does not stop the next ones; the exit status is 1 if any failed. All
 # steps together stop after BUDGET_S seconds (default 540, inside the device tool's 10
@@ -37,10 +40,11 @@ cd "$(dirname "$0")/.."
 STEPS=("${@:-everything}")
 for step in "${STEPS[@]}"; do
     case $step in
-    sample | all | lm_eval | bf16 | attention | tokenize) ;;
-    everything) STEPS=(sample all lm_eval bf16 attention tokenize) ;;
+    sample | all | lm_eval | bf16 | attention | tokenize | cuda_tests) ;;
+    everything) STEPS=(sample all lm_eval bf16 attention tokenize cuda_tests) ;;
     *)
-        echo "usage: bash bench/gpu.sh [sample|all|lm_eval|bf16|attention|tokenize|everything ...]" >&2
+        echo "usage: bash bench/gpu.sh" \
+            "[sample|all|lm_eval|bf16|attention|tokenize|cuda_tests|everything ...]" >&2
         exit 2
         ;;
     esac
@@ -208,6 +212,11 @@ tokenize() {
     run tokenize.log "$PY" bench/tokenize_threads.py "${size[@]}" --out-dir "$RESULTS"
 }
 
+cuda_tests() {
+    run cuda_tests.log "$PY" -m pytest -q -p no:cacheprovider -rs -k cuda \
+        tests/test_runner.py tests/test_architectures.py
+}
+
 # The markdown tables a step wrote, for the summary.
 tables() {
     case $1 in
@@ -234,6 +243,7 @@ for step in "${STEPS[@]}"; do
             echo
         done
         [[ $step != lm_eval ]] || grep -h "end to end" "$RESULTS/lm_eval.log" || true
+        [[ $step != cuda_tests ]] || tail -n 5 "$RESULTS/cuda_tests.log" || true
         [[ $status == ok ]] || tail -n 20 "$RESULTS/$step"*.log || true
     } >>"$SUMMARY"
     pack

@@ -2,8 +2,9 @@
 # Download, here (where PyPI is reachable), the wheels that bench/gpu.sh installs on a GPU
 # machine without network access (Python 3.12, x86-64, torch already there): lm-eval and
 # what it needs that the device's image lacks, hatchling to install this repository there,
-# and for minicons the transformers<5 it needs. Ours uses the image's transformers 5.17.0,
-# tokenizers 0.23.2 and huggingface_hub 1.33.0 (the device tool's KINDS.md): the
+# pytest for the CUDA tests, and for minicons the transformers<5 it needs. Ours uses the
+# image's transformers 5.17.0, tokenizers 0.23.2 and huggingface_hub 1.33.0 (the device
+# tool's KINDS.md): the
 # versions we test with (transformers 5.23, huggingface_hub 2.4, which needs httpx2, not in
 # the image) would add 18 MB to a carry of at most 64 MiB. About 26 MB in all.
 #
@@ -38,7 +39,8 @@ download "$DIR/pll" lm_eval==0.4.13 datasets==5.2.0 evaluate==0.4.6 dill==0.4.1 
     multiprocess==0.70.19 more-itertools==11.2.1 defusedxml==0.7.1 \
     pytablewriter==1.2.1 DataProperty==1.1.1 mbstrdecoder==1.1.5 pathvalidate==3.3.1 \
     tabledata==1.3.5 tcolorpy==0.1.7 typepy==1.3.5 pytz==2026.6 chardet==6.0.0.post1 \
-    hatchling==1.33.0 tomlkit==0.15.2 trove-classifiers==2026.9.21.13
+    hatchling==1.33.0 tomlkit==0.15.2 trove-classifiers==2026.9.21.13 \
+    pytest==9.2.0 pluggy==1.7.0 iniconfig==2.3.1
 download "$DIR/minicons" minicons==0.3.39 wonderwords==3.0.1 "transformers==4.57.6" \
     "tokenizers==0.22.1" "huggingface_hub==0.36.0"
 du -sh "$DIR"
