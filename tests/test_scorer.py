@@ -12,7 +12,9 @@ import pickle
 import random
 import threading
 import weakref
+from collections.abc import Callable
 from types import SimpleNamespace
+from typing import Any
 
 import numpy as np
 import pytest
@@ -507,6 +509,37 @@ def test_scores_in_parts_equal_scores_in_one_part(request, model):
         assert score.token_logprobs == pytest.approx(one_part[key].token_logprobs, abs=1e-5)
 
 
+def scored_in_turn_and_ahead(
+    scorer: PLLScorer,
+    monkeypatch: pytest.MonkeyPatch,
+    install: Callable[[], None],
+    waits: Callable[[], bool],
+    event: threading.Event,
+) -> tuple[bool, list[Any], list[Any]]:
+    """MANY scored in parts in turn; then, after ``install()``, with prepare_ahead, the
+    first batch for which ``waits()`` holds waiting (at most 10 s) for ``event``: whether
+    it came, and the two runs' scores and progress counts side by side."""
+    told_in_turn: list[int] = []
+    in_turn = scorer.score_requests(MANY, told_in_turn.append)
+    install()
+    states = scorer.runner.parts.states
+    waited = []
+
+    def waiting(input_ids, rows, positions):
+        if not waited and waits():
+            waited.append(event.wait(timeout=10))
+        return states(input_ids, rows, positions)
+
+    monkeypatch.setattr(
+        scorer.runner, "parts", dataclasses.replace(scorer.runner.parts, states=waiting)
+    )
+    scorer.prepare_ahead = True
+    told_ahead: list[int] = []
+    ahead = scorer.score_requests(MANY, told_ahead.append)
+    assert sum(told_ahead) == len(MANY)
+    return waited == [True], [ahead, told_ahead], [in_turn, told_in_turn]
+
+
 def test_the_next_part_is_tokenized_while_a_part_is_scored(tiny_bert_dir, monkeypatch):
     """With prepare_ahead (on accelerators), part k + 1 is tokenized in a thread while
     part k's batches run: the first batch waits for the second part's tokenizing to
@@ -515,8 +548,6 @@ def test_the_next_part_is_tokenized_while_a_part_is_scored(tiny_bert_dir, monkey
     scorer = scorer_for(tiny_bert_dir, "word_l2r", max_batch_tokens=300)
     scorer.parts_from = 1  # in parts, as a large run on a GPU
     assert not scorer.prepare_ahead  # on the CPU
-    told_in_turn: list[int] = []
-    in_turn = scorer.score_requests(MANY, told_in_turn.append)
     tokenizing = []
     second_begun = threading.Event()
     jobs_of = scorer._jobs
@@ -527,25 +558,16 @@ def test_the_next_part_is_tokenized_while_a_part_is_scored(tiny_bert_dir, monkey
             second_begun.set()
         return jobs_of(pairs)
 
-    states = scorer.runner.parts.states
-    waited = []
-
-    def first_waits(input_ids, rows, positions):
-        if not waited:
-            waited.append(second_begun.wait(timeout=10))
-        return states(input_ids, rows, positions)
-
-    monkeypatch.setattr(scorer, "_jobs", tokenize)
-    monkeypatch.setattr(
-        scorer.runner, "parts", dataclasses.replace(scorer.runner.parts, states=first_waits)
+    came, ahead, in_turn = scored_in_turn_and_ahead(
+        scorer,
+        monkeypatch,
+        lambda: monkeypatch.setattr(scorer, "_jobs", tokenize),
+        lambda: True,
+        second_begun,
     )
-    scorer.prepare_ahead = True
-    told_ahead: list[int] = []
-    ahead = scorer.score_requests(MANY, told_ahead.append)
-    assert waited == [True] and len(tokenizing) >= 4
+    assert came and len(tokenizing) >= 4
     assert threading.current_thread().name not in tokenizing
     assert ahead == in_turn
-    assert told_ahead == told_in_turn and sum(told_ahead) == len(MANY)
 
 
 def test_a_part_is_assembled_while_the_next_part_runs(tiny_bert_dir, monkeypatch):
@@ -555,8 +577,6 @@ def test_a_part_is_assembled_while_the_next_part_runs(tiny_bert_dir, monkeypatch
     scores and what progress is told are those of the parts scored in turn, bit for bit."""
     scorer = scorer_for(tiny_bert_dir, "word_l2r", max_batch_tokens=300)
     scorer.parts_from = 1  # in parts, as a large run on a GPU
-    told_in_turn: list[int] = []
-    in_turn = scorer.score_requests(MANY, told_in_turn.append)
     launches, assembling = [], []
     first_begun = threading.Event()
     launch, assemble = scorer.runner.launch, scorer.assemble
@@ -570,26 +590,16 @@ def test_a_part_is_assembled_while_the_next_part_runs(tiny_bert_dir, monkeypatch
         first_begun.set()
         return assemble(*args, **kwargs)
 
-    states = scorer.runner.parts.states
-    waited = []
+    def install() -> None:
+        monkeypatch.setattr(scorer.runner, "launch", launching)
+        monkeypatch.setattr(scorer, "assemble", assembling_part)
 
-    def second_part_waits(input_ids, rows, positions):
-        if len(launches) == 2 and not waited:
-            waited.append(first_begun.wait(timeout=10))
-        return states(input_ids, rows, positions)
-
-    monkeypatch.setattr(scorer.runner, "launch", launching)
-    monkeypatch.setattr(scorer, "assemble", assembling_part)
-    monkeypatch.setattr(
-        scorer.runner, "parts", dataclasses.replace(scorer.runner.parts, states=second_part_waits)
+    came, ahead, in_turn = scored_in_turn_and_ahead(
+        scorer, monkeypatch, install, lambda: len(launches) == 2, first_begun
     )
-    scorer.prepare_ahead = True
-    told_ahead: list[int] = []
-    ahead = scorer.score_requests(MANY, told_ahead.append)
-    assert waited == [True] and len(launches) >= 4
-    assert set(assembling) == {"pll-assemble"} and len(assembling) == len(launches)
+    assert came and len(launches) >= 4
+    assert assembling == ["pll-assemble"] * len(launches)
     assert ahead == in_turn
-    assert told_ahead == told_in_turn and sum(told_ahead) == len(MANY)
 
 
 def test_a_stopped_run_leaves_no_thread_behind(tiny_bert_dir, monkeypatch):
