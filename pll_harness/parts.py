@@ -71,7 +71,7 @@ def in_parts(parts: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return order, bounds
 
 
-def prepared_ahead(items: Iterator[T], name: str = "pll-next-parts") -> Iterator[T]:
+def prepared_ahead(items: Iterator[T], name: str = "pll-next-parts") -> MadeAhead[T]:
     """``items``, made one after another in a thread (called ``name``) that starts at
     once, before the caller takes the first, while the caller works on those made before:
     the tokenizer's Rust call and much of numpy release the GIL, and a thread that
@@ -79,12 +79,12 @@ def prepared_ahead(items: Iterator[T], name: str = "pll-next-parts") -> Iterator
     caller to take an item before making the next one: then the device waits only when
     preparing all parts up to the next is slower than running all parts up to this one,
     not whenever one part prepares slower than the one before runs.  An error in the
-    thread is raised where its item would have come; a caller that stops early does not
-    wait for the item in progress, and no item is made after it stopped.  The thread is a
-    daemon: an interrupted process exits without waiting for it either."""
+    thread is raised where its item would have come.  A caller that stops early (``close``,
+    a ``break``, an error) does not wait for the item in progress, and no item is made
+    after it stopped, whether or not it took one.  The thread is a daemon: an interrupted
+    process exits without waiting for it either."""
     ready: queue.SimpleQueue[tuple[Any, BaseException | None]] = queue.SimpleQueue()
     stopped = threading.Event()
-    end = object()
 
     def make() -> None:
         try:
@@ -95,19 +95,39 @@ def prepared_ahead(items: Iterator[T], name: str = "pll-next-parts") -> Iterator
         except BaseException as error:  # handed to the caller, raised there
             ready.put((None, error))
             return
-        ready.put((end, None))
-
-    def taken() -> Iterator[T]:
-        try:
-            while True:
-                item, error = ready.get()
-                if error is not None:
-                    raise error
-                if item is end:
-                    return
-                yield item
-        finally:
-            stopped.set()
+        ready.put((_END, None))
 
     threading.Thread(target=make, name=name, daemon=True).start()
-    return taken()
+    return MadeAhead(ready, stopped)
+
+
+_END = object()
+"""What the thread of :func:`prepared_ahead` sends after the last item."""
+
+
+class MadeAhead(Iterator[T]):
+    """The items of :func:`prepared_ahead` in order.  Closing it, reaching its end or
+    dropping it stops the thread; a generator would not, if closed before its first item."""
+
+    def __init__(
+        self, ready: queue.SimpleQueue[tuple[Any, BaseException | None]], stopped: threading.Event
+    ) -> None:
+        self._ready, self._stopped = ready, stopped
+
+    def __next__(self) -> T:
+        if self._stopped.is_set():
+            raise StopIteration
+        item, error = self._ready.get()
+        if error is not None:
+            self.close()
+            raise error
+        if item is _END:
+            self.close()
+            raise StopIteration
+        return item
+
+    def close(self) -> None:
+        self._stopped.set()
+
+    def __del__(self) -> None:
+        self._stopped.set()

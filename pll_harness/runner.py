@@ -4,10 +4,11 @@ Each batch (see :mod:`pll_harness.planning`) holds masked copies of one length, 
 to the encoder without padding and without an attention mask.  The MLM head, and where
 the architecture allows the encoder's last layer (:mod:`pll_harness.heads`), run at the
 target positions only; log-softmax runs in float32 whatever the model's dtype.  Results
-stay on the device until the run ends, and their copy to the host queues behind its last
-batch: on a GPU nothing waits for a batch to finish before the next is sent (the host
+stay on the device until the run ends, and on CUDA their copy to the host queues behind
+its last batch: nothing waits for a batch to finish before the next is sent (the host
 plans the next group meanwhile, see :meth:`PLLRunner.run_planned`), nor for one part of a
 run before the next (:meth:`PLLRunner.launch`), and progress is read from CUDA events.
+Other accelerators copy the results back at once, so their parts run one after another.
 """
 
 from __future__ import annotations
@@ -110,8 +111,7 @@ class PLLRunner:
         no given batch stay NaN, so partial results can be pooled and a target that nobody
         scored cannot pass for a number.  ``on_batch_done(k)`` fires when the k-th batch has
         finished on the device."""
-        planned = work.planned(work.batches if batches is None else batches)
-        return self.run_planned(work.metric, work.n_slots, planned, on_batch_done)
+        return self.run_planned(work.metric, work.n_slots, work.planned(batches), on_batch_done)
 
     def run_planned(
         self,
@@ -177,9 +177,16 @@ class PLLRunner:
         )
         host.logprobs.copy_(scores.logprobs, non_blocking=True)
         host.greedy.copy_(scores.greedy, non_blocking=True)
-        copied = torch.cuda.Event()
+        copied = torch.cuda.Event(blocking=True)
         copied.record(torch.cuda.current_stream(self.device))
-        return PendingScores(host, copied.synchronize)
+
+        def arrived() -> None:
+            # On this device: in a thread of its own the current device is the first GPU,
+            # on which the wait would otherwise open a CUDA context (half a GB on an H100).
+            with torch.cuda.device(self.device):
+                copied.synchronize()
+
+        return PendingScores(host, arrived)
 
     def _score_within_memory(
         self,
@@ -350,8 +357,9 @@ class InFlight:
     """The batches sent to the device and not yet reported finished, for one scoring call
     (all of its parts), and only the thread that launches them uses it.  On CUDA a batch
     is finished when its event has passed, which the host checks without waiting; it
-    waits only when more than BATCHES_IN_FLIGHT are queued.  Elsewhere work is
-    synchronous and a batch is reported when it returns."""
+    waits only when more than BATCHES_IN_FLIGHT are queued, asleep rather than spinning
+    (blocking events), so that the threads preparing and assembling parts have the
+    cores.  Elsewhere work is synchronous and a batch is reported when it returns."""
 
     def __init__(self, device: torch.device) -> None:
         self.device = device
@@ -364,7 +372,7 @@ class InFlight:
             if callback is not None:
                 callback(position)
             return
-        event = torch.cuda.Event()
+        event = torch.cuda.Event(blocking=True)
         event.record(torch.cuda.current_stream(self.device))
         self.pending.append((event, position, callback))
         while self.pending and (

@@ -15,7 +15,7 @@ import logging
 import math
 import numbers
 import queue
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Generator, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -36,7 +36,7 @@ from pll_harness.encoding import (
 from pll_harness.heads import split_masked_lm
 from pll_harness.loading import LoadedModel, load_masked_lm, model_max_length
 from pll_harness.metrics import DEFAULT_METRIC, get_metric
-from pll_harness.parts import PARTS_FROM, in_parts, prepared_ahead, request_parts
+from pll_harness.parts import PARTS_FROM, MadeAhead, in_parts, prepared_ahead, request_parts
 from pll_harness.planning import Batching, Work, WorkPlanner
 from pll_harness.runner import InFlight, PendingScores, PLLRunner, TargetScores
 
@@ -524,12 +524,13 @@ class PLLScorer:
         if ahead:
             prepared = prepared_ahead(prepared)
         runs: queue.SimpleQueue[tuple[Jobs, Work, PendingScores] | None] = queue.SimpleQueue()
+        assembled: Generator[list[SentenceScore], None, None] | MadeAhead[list[SentenceScore]]
         assembled = self._assembled(runs)
-        if ahead:
-            assembled = prepared_ahead(assembled, name="pll-assemble")
         in_flight = InFlight(self.runner.device)
         encodings = []
         try:
+            if ahead:
+                assembled = prepared_ahead(assembled, name="pll-assemble")
             for jobs, planner, finished in prepared:
                 on_batch_done = None
                 if progress is not None and finished is not None:
@@ -540,6 +541,9 @@ class PLLScorer:
                 )
                 runs.put((jobs, planner.work(), pending))
                 encodings.append(jobs.encodings)
+        except BaseException:
+            assembled.close()  # no part is assembled after a failure
+            raise
         finally:
             runs.put(None)  # the end, or a stop: either way the assembling ends
         in_flight.finish()
@@ -548,7 +552,7 @@ class PLLScorer:
 
     def _assembled(
         self, runs: queue.SimpleQueue[tuple[Jobs, Work, PendingScores] | None]
-    ) -> Iterator[list[SentenceScore]]:
+    ) -> Generator[list[SentenceScore], None, None]:
         """Each launched part's scores, assembled once its results are on the host, until
         the None that ends ``runs``."""
         for jobs, work, pending in iter(runs.get, None):

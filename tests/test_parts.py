@@ -149,3 +149,24 @@ def test_no_item_is_made_after_the_caller_stopped():
     count = len(made)
     time.sleep(0.1)
     assert len(made) <= count + 1
+
+
+def test_a_caller_that_stops_before_taking_an_item_stops_the_thread_too():
+    """The scorer stops its assembling thread this way when a run fails before the end:
+    the item in progress is the last one made."""
+    release = threading.Event()
+    made = []
+
+    def items():
+        for k in range(5):
+            if k == 0:
+                release.wait(timeout=10)
+            made.append(k)
+            yield k
+
+    ahead = prepared_ahead(items())
+    ahead.close()
+    release.set()
+    time.sleep(0.2)
+    assert made == [0]
+    assert list(ahead) == []

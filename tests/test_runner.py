@@ -499,8 +499,8 @@ class QueuedEvent:
 
     recorded: ClassVar[list[QueuedEvent]] = []
 
-    def __init__(self) -> None:
-        self.done = False
+    def __init__(self, blocking: bool = False) -> None:
+        self.done, self.blocking = False, blocking
 
     def record(self, stream: object = None) -> None:
         QueuedEvent.recorded.append(self)
@@ -516,7 +516,9 @@ class QueuedEvent:
 def test_runs_launched_into_one_queue_keep_it_full_across_their_ends(monkeypatch):
     """The parts of a run go to one InFlight: the second part's batches queue behind the
     first's without waiting for its end, the host never holds more than BATCHES_IN_FLIGHT
-    unfinished, and every batch of every part is reported once, in order, by the end."""
+    unfinished, and every batch of every part is reported once, in order, by the end.  The
+    host waits asleep (blocking events), leaving the cores to the threads that prepare and
+    assemble parts."""
     monkeypatch.setattr(torch.cuda, "Event", QueuedEvent)
     monkeypatch.setattr(torch.cuda, "current_stream", lambda device: None)
     monkeypatch.setattr(QueuedEvent, "recorded", [])
@@ -530,6 +532,7 @@ def test_runs_launched_into_one_queue_keep_it_full_across_their_ends(monkeypatch
     assert queued[5] == 6  # the first part's batches were still queued, none waited for
     in_flight.finish()
     assert not in_flight.pending
+    assert all(event.blocking for event in QueuedEvent.recorded)
     assert reported == [("first", k) for k in range(5)] + [("second", k) for k in range(12)]
 
 
@@ -555,13 +558,23 @@ def test_runs_launched_one_after_another_score_as_run_alone(scorer):
 def test_cuda_runs_launched_back_to_back_come_back_whole(tiny_bert_dir):
     """On CUDA, launch returns before the device is done and the results travel into
     pinned memory behind the batches: once waited for, from another thread too, they are
-    those of a run that waited at its end, bit for bit, on whichever GPU the scorer uses."""
+    those of a run that waited at its end, bit for bit, on whichever GPU the scorer uses
+    (the last: not the current one, where there are two).  Every batch first keeps the
+    GPU busy for a while, so that a wait that returned early would find NaN."""
     device = f"cuda:{torch.cuda.device_count() - 1}"
     scorer = PLLScorer.from_pretrained(
         tiny_bert_dir, "word_l2r", device=device, max_batch_tokens=120
     )
     _, work = planned(scorer)
     alone = scorer.runner.run(work)
+    score_batch = scorer.runner._score_batch
+
+    def slow_batch(*args):
+        with torch.cuda.device(device):
+            torch.cuda._sleep(20_000_000)  # GPU cycles: about 10 ms
+        score_batch(*args)
+
+    scorer.runner._score_batch = slow_batch
     in_flight = runner_module.InFlight(scorer.runner.device)
     done = []
     halves = (work.batches[: len(work.batches) // 2], work.batches[len(work.batches) // 2 :])

@@ -602,28 +602,64 @@ def test_a_part_is_assembled_while_the_next_part_runs(tiny_bert_dir, monkeypatch
     assert ahead == in_turn
 
 
-def test_a_stopped_run_leaves_no_thread_behind(tiny_bert_dir, monkeypatch):
-    """A run that stops in its second part (an error, an interrupt) ends the assembling
-    thread too, rather than leaving it waiting for parts that will never come."""
+def test_a_stopped_run_leaves_no_thread_behind_and_assembles_nothing_more(
+    tiny_bert_dir, monkeypatch
+):
+    """A run that stops in its third part (an error, an interrupt) ends the assembling
+    thread too, rather than leaving it waiting for parts that will never come, and the
+    thread assembles no part after the one it was on: the second part, launched before
+    the stop, is left alone."""
     scorer = scorer_for(tiny_bert_dir, "word_l2r", max_batch_tokens=300)
     scorer.parts_from = 1  # in parts, as a large run on a GPU
     scorer.prepare_ahead = True
-    launches = []
-    launch = scorer.runner.launch
+    launches, assembling = [], []
+    stopped = threading.Event()
+    launch, assemble = scorer.runner.launch, scorer.assemble
 
-    def failing_second(*args, **kwargs):
+    def failing_third(*args, **kwargs):
         launches.append(1)
-        if len(launches) == 2:
+        if len(launches) == 3:
             raise KeyboardInterrupt
         return launch(*args, **kwargs)
 
-    monkeypatch.setattr(scorer.runner, "launch", failing_second)
-    with pytest.raises(KeyboardInterrupt):
+    def assembling_after_the_stop(*args, **kwargs):
+        assembling.append(1)
+        stopped.wait(timeout=10)
+        return assemble(*args, **kwargs)
+
+    monkeypatch.setattr(scorer.runner, "launch", failing_third)
+    monkeypatch.setattr(scorer, "assemble", assembling_after_the_stop)
+    with pytest.raises(KeyboardInterrupt) as stop:
         scorer.score_requests(MANY)
+    stopped.set()  # the traceback, kept as a process stopping keeps it, holds the run's locals
     for thread in threading.enumerate():
         if thread.name in ("pll-assemble", "pll-next-parts"):
             thread.join(timeout=10)
             assert not thread.is_alive()
+    assert assembling == [1] and stop.traceback
+
+
+def test_a_run_in_parts_waits_for_the_device_once_at_its_end(tiny_bert_dir, monkeypatch):
+    """The parts queue behind each other in one InFlight, and the host waits for all of
+    them once, after the last launch, not at every part's end."""
+    scorer = scorer_for(tiny_bert_dir, "word_l2r", max_batch_tokens=300)
+    scorer.parts_from = 1  # in parts, as a large run on a GPU
+    queues, finished = [], []
+    launch, finish = scorer.runner.launch, scorer_module.InFlight.finish
+
+    def launching(metric, n_slots, batches, in_flight, on_batch_done=None):
+        queues.append(in_flight)
+        return launch(metric, n_slots, batches, in_flight, on_batch_done)
+
+    def finishing(in_flight):
+        finished.append(len(queues))
+        finish(in_flight)
+
+    monkeypatch.setattr(scorer.runner, "launch", launching)
+    monkeypatch.setattr(scorer_module.InFlight, "finish", finishing)
+    scorer.score_requests(MANY)
+    assert len(queues) >= 4 and all(queue is queues[0] for queue in queues)
+    assert finished == [len(queues)]
 
 
 def test_an_error_while_preparing_the_next_part_stops_the_run(tiny_bert_dir, monkeypatch):
