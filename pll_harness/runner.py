@@ -177,13 +177,14 @@ class PLLRunner:
         )
         host.logprobs.copy_(scores.logprobs, non_blocking=True)
         host.greedy.copy_(scores.greedy, non_blocking=True)
+        device = scores.logprobs.device  # with its index, even where self.device has none
         copied = torch.cuda.Event(blocking=True)
-        copied.record(torch.cuda.current_stream(self.device))
+        copied.record(torch.cuda.current_stream(device))
 
         def arrived() -> None:
             # On this device: in a thread of its own the current device is the first GPU,
             # on which the wait would otherwise open a CUDA context (half a GB on an H100).
-            with torch.cuda.device(self.device):
+            with torch.cuda.device(device):
                 copied.synchronize()
 
         return PendingScores(host, arrived)
