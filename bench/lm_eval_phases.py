@@ -28,8 +28,10 @@ from typing import Any  # noqa: E402
 
 import lm_eval.evaluator  # noqa: E402
 import lm_eval.tasks.manager  # noqa: E402
+import torch  # noqa: E402
 from lm_eval.__main__ import cli_evaluate  # noqa: E402
 from lm_eval.api.task import ConfigurableTask, Task  # noqa: E402
+from transformers import AutoModelForMaskedLM, AutoTokenizer  # noqa: E402
 
 import pll_harness.lm  # noqa: E402
 import pll_harness.planning  # noqa: E402
@@ -43,6 +45,14 @@ PHASES: list[tuple[str, Any, str]] = [
     ("lm-eval: index every task folder", lm_eval.tasks.manager.TaskManager, "__init__"),
     ("lm-eval: load each task's data", ConfigurableTask, "download"),
     ("pll-mlm: load the model", pll_harness.lm.PLLMaskedLM, "__init__"),
+    (
+        "  the model's from_pretrained (its modules' imports included)",
+        AutoModelForMaskedLM,
+        "from_pretrained",
+    ),
+    ("  the tokenizer's from_pretrained", AutoTokenizer, "from_pretrained"),
+    ("  the model to the device (on a GPU: CUDA's start-up)", torch.nn.Module, "to"),
+    ("  PLLScorer", PLLScorer, "__init__"),
     ("lm-eval: build the requests", Task, "build_all_requests"),
     ("pll-mlm: loglikelihood, all of it", pll_harness.lm.PLLMaskedLM, "loglikelihood"),
     ("  tokenize (on a GPU part by part, beside the run)", PLLScorer, "distinct_jobs"),
@@ -55,7 +65,9 @@ PHASES: list[tuple[str, Any, str]] = [
     ("  assemble", PLLScorer, "assemble"),
     ("lm-eval: evaluate, all of it", lm_eval.evaluator, "evaluate"),
 ]
-"""(label, owner, attribute): the functions timed, each summed over its calls.  A
+"""(label, owner, attribute): the functions timed, each summed over its calls.  Loading
+the model is split into transformers' two ``from_pretrained`` calls, moving the model to
+the device (``Module.to``, where a GPU's CUDA start-up falls) and building the scorer.  A
 single-process run plans each group as the run reaches it, so its planning is part of the
 run and is also given on its own (every group's ``_group``, wherever it ran); revisions
 before that, and data-parallel runs, plan all groups first (``plan_work``).  Tokenizing is
