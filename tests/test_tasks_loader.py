@@ -268,3 +268,59 @@ def test_preference_counts_strictly_first() -> None:
 def test_pair_scores_wants_exactly_two() -> None:
     with pytest.raises(ValueError, match="2 sentences"):
         mp.pair_scores([(-1.0, False)])
+
+
+def _spied_json_reads(monkeypatch: pytest.MonkeyPatch) -> list[dict]:
+    """The keyword arguments of every ``Dataset.from_json`` call from now on."""
+    calls: list[dict] = []
+    from_json = datasets.Dataset.from_json
+
+    def spy(*args, **kwargs):
+        calls.append(kwargs)
+        return from_json(*args, **kwargs)
+
+    monkeypatch.setattr(datasets.Dataset, "from_json", spy)
+    return calls
+
+
+def test_flat_json_is_read_in_one_pass_as_the_default_read_reads_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The packaged pair files, and any whose columns hold plain values (nulls too), skip
+    the JSON builder's search for mixed nested fields, which finds none in them: one read,
+    the same split as the default read."""
+    packaged = Path(mp.__file__).parent / "data" / "blimp" / "adjunct_island.jsonl.gz"
+    plain = tmp_path / "plain.jsonl"
+    rows = [
+        {"g": "A cat sat.", "b": "A cat sit.", "n": 1, "ok": True, "w": 0.5, "note": None},
+        {"g": "Dogs bark.", "b": "Dogs barks.", "n": 2, "ok": False, "w": 1.5, "note": "x"},
+    ]
+    plain.write_text("".join(json.dumps(row) + "\n" for row in rows), encoding="utf-8")
+    for path in (packaged, plain):
+        default = datasets.Dataset.from_json(str(path), split=mp.SPLIT)
+        calls = _spied_json_reads(monkeypatch)
+        read = mp._read([path], "json")
+        monkeypatch.undo()
+        assert calls == [{"split": mp.SPLIT, "on_mixed_types": None}]
+        assert read.features == default.features and read.to_list() == default.to_list()
+
+
+@pytest.mark.parametrize(
+    "meta",
+    [
+        [{"a": 1}, {"b": "x"}],  # an object whose keys vary: JSON text by default
+        [{"a": 1}, "x"],  # an object in one row, a string in the next
+        [[1, 2], [3]],  # a list: nested, so read the default way to be sure
+    ],
+)
+def test_json_with_a_nested_field_is_read_the_default_way(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, meta: list
+) -> None:
+    path = tmp_path / "nested.jsonl"
+    rows = [{"g": "A.", "b": "B.", "meta": meta[0]}, {"g": "C.", "b": "D.", "meta": meta[1]}]
+    path.write_text("".join(json.dumps(row) + "\n" for row in rows), encoding="utf-8")
+    default = datasets.Dataset.from_json(str(path), split=mp.SPLIT)
+    calls = _spied_json_reads(monkeypatch)
+    read = mp._read([path], "json")
+    assert calls[-1] == {"split": mp.SPLIT}
+    assert read.features == default.features and read.to_list() == default.to_list()
