@@ -296,12 +296,16 @@ def test_flat_json_is_read_in_one_pass_as_the_default_read_reads_it(
         {"g": "Dogs bark.", "b": "Dogs barks.", "n": 2, "ok": False, "w": 1.5, "note": "x"},
     ]
     plain.write_text("".join(json.dumps(row) + "\n" for row in rows), encoding="utf-8")
+    from datasets.packaged_modules.json.json import JsonConfig
+
+    one_pass = "on_mixed_types" in JsonConfig.__dataclass_fields__  # not in older datasets
     for path in (packaged, plain):
         default = datasets.Dataset.from_json(str(path), split=mp.SPLIT)
         calls = _spied_json_reads(monkeypatch)
         read = mp._read([path], "json")
         monkeypatch.undo()
-        assert calls == [{"split": mp.SPLIT, "on_mixed_types": None}]
+        assert calls[0] == {"split": mp.SPLIT, "on_mixed_types": None}
+        assert len(calls) == 1 or not one_pass
         assert read.features == default.features and read.to_list() == default.to_list()
 
 
