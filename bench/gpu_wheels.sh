@@ -4,9 +4,9 @@
 # what it needs that the device's image lacks, hatchling to install this repository there,
 # pytest for the CUDA tests, and for minicons the transformers<5 it needs. Ours uses the
 # image's transformers 5.17.0, tokenizers 0.23.2 and huggingface_hub 1.33.0 (the device
-# tool's KINDS.md): the
-# versions we test with (transformers 5.23, huggingface_hub 2.4, which needs httpx2, not in
-# the image) would add 18 MB to a carry of at most 64 MiB. About 26 MB in all.
+# tool's KINDS.md): the versions we test with (transformers 5.23, huggingface_hub 2.4,
+# which needs httpx2, not in the image) would add 18 MB to a carry of at most 64 MiB.
+# About 27 MB in all.
 #
 #   bash bench/gpu_wheels.sh [DIR]        # default DIR: .whl (git-ignored)
 #
