@@ -8,9 +8,11 @@ import copy
 import itertools
 import json
 import sys
+import threading
 import time
 from pathlib import Path
 from threading import Barrier, Thread
+from typing import ClassVar
 
 import psutil
 import pytest
@@ -22,32 +24,44 @@ from lm_eval_runs import BIN, run_checked, write_pair_task, write_rolling_task
 
 from pll_harness import distributed
 from pll_harness.distributed import (
+    CostDealer,
     ProcessFailed,
-    balance_by_cost,
     checked,
     common_batching,
     score_shared,
 )
 from pll_harness.lm import PLLMaskedLM
+from pll_harness.parts import PART_SHARES
 from pll_harness.planning import Batching
 from pll_harness.scorer import PLLScorer
 
 
-def test_balance_by_cost_evens_out_the_parts():
+def loads(owners: list[int], costs: list[int], n: int) -> list[int]:
+    return [sum(c for c, o in zip(costs, owners, strict=True) if o == p) for p in range(n)]
+
+
+def test_the_dealer_evens_out_the_loads_costliest_first():
     costs = [100, 1, 1, 1, 50, 50, 1, 1]
-    owner = balance_by_cost(costs, 2)
-    loads = [sum(c for c, o in zip(costs, owner, strict=True) if o == p) for p in range(2)]
-    assert sorted(loads) == [102, 103]
+    assert sorted(loads(CostDealer(2).deal(costs), costs, 2)) == [102, 103]
 
 
-def test_balance_by_cost_is_deterministic_and_complete():
+def test_the_dealer_carries_the_loads_from_one_part_to_the_next():
+    """A part dealt after another evens out the loads of both: the process that got the
+    costly batch of the first part gets the cheap ones of the second."""
+    dealer = CostDealer(2)
+    assert dealer.deal([10]) == [0]
+    assert dealer.deal([4, 3, 3]) == [1, 1, 1]
+    assert dealer.deal([5, 5]) == [0, 1]  # even again: ties go to the lower rank
+
+
+def test_the_dealer_is_deterministic_and_complete():
     costs = [5, 3, 3, 3, 2, 2, 7, 0]
-    assert balance_by_cost(costs, 3) == balance_by_cost(list(costs), 3)
-    assert set(balance_by_cost(costs, 3)) == {0, 1, 2}
-    assert balance_by_cost(costs, 1) == [0] * len(costs)
-    assert balance_by_cost([], 4) == []
-    with pytest.raises(ValueError):
-        balance_by_cost(costs, 0)
+    assert CostDealer(3).deal(costs) == CostDealer(3).deal(list(costs))
+    assert set(CostDealer(3).deal(costs)) == {0, 1, 2}
+    assert CostDealer(1).deal(costs) == [0] * len(costs)
+    assert CostDealer(4).deal([]) == []
+    with pytest.raises(ValueError, match="at least 1"):
+        CostDealer(0)
 
 
 SENTENCES = [
@@ -406,14 +420,17 @@ def test_processes_failing_anywhere_make_the_same_exchanges(tiny_bert_dir):
         assert ended == expected, steps
 
 
-@pytest.mark.parametrize("parts_from", [None, 150, 161, 1000])
-def test_processes_in_threads_equal_one_process_bit_for_bit(tiny_bert_dir, parts_from):
+@pytest.mark.parametrize(
+    ("parts_from", "ahead"), [(None, False), (150, False), (150, True), (161, False), (1000, False)]
+)
+def test_processes_in_threads_equal_one_process_bit_for_bit(tiny_bert_dir, parts_from, ahead):
     """Three processes with uneven shares, a request in two of them, one with a single
     request padded as lm-eval pads shares (copies of its last request): the scores equal
     one process's given all the requests, bit for bit, whether the run is split into parts
     (150 of its 160 distinct requests: split, judged by every process's requests together,
-    though each has fewer) or not (161: the padding and the request in two shares make 164
-    requests but no more distinct ones; 1000; None: a CPU's)."""
+    though each has fewer; its parts planned in turn or ahead, in a thread, as on a GPU)
+    or not (161: the padding and the request in two shares make 164 requests but no more
+    distinct ones; 1000; None: a CPU's)."""
     import random
 
     rng = random.Random(1)
@@ -425,7 +442,7 @@ def test_processes_in_threads_equal_one_process_bit_for_bit(tiny_bert_dir, parts
     shares = [pool[:1] * 4, pool[1:100], pool[100:] + pool[5:6]]
     scorers = [PLLScorer.from_pretrained(tiny_bert_dir, device="cpu") for _ in shares]
     for scorer in scorers:
-        scorer.parts_from = parts_from
+        scorer.parts_from, scorer.prepare_ahead = parts_from, ahead
     shared = {"parts": [None] * 3, "sent": Barrier(3), "read": Barrier(3)}
     out: list = [None] * 3
 
@@ -447,3 +464,64 @@ def test_processes_in_threads_equal_one_process_bit_for_bit(tiny_bert_dir, parts
     got = [score for share in out for score in share]
     assert [score.text for score in got] == [continuation for _, continuation in requests]
     assert got == single[:1] * 4 + single[1:] + single[5:6]
+
+
+class OneProcess:
+    rank, world_size, device = 0, 1, "cpu"
+
+    def all_gather_object(self, obj):
+        return [obj]
+
+
+class Bar(distributed.tqdm):
+    """The progress bar, its count and total kept when it closes (tqdm closes at the end of
+    its block and again when dropped)."""
+
+    ended: ClassVar[list[tuple[float, float]]] = []
+
+    def close(self) -> None:
+        Bar.ended.append((self.n, self.total))
+        super().close()
+
+
+@pytest.mark.parametrize("ahead", [False, True])
+def test_a_shared_run_launches_its_first_part_before_the_last_is_planned(
+    tiny_bert_dir, monkeypatch, ahead
+):
+    """Each part is launched once it is planned and dealt, not once all are (the device
+    would wait for all planning); prepared ahead, the later parts are planned while the
+    first is being launched.  The progress bar ends with the process's batches of every
+    part as its count and total."""
+    scorer = PLLScorer.from_pretrained(tiny_bert_dir, device="cpu")
+    scorer.parts_from, scorer.prepare_ahead = 1, ahead
+    launched, planned = threading.Event(), threading.Event()
+    waited: dict[str, bool] = {}
+    plan, launch = scorer.plan_work, scorer.runner.launch
+    n_parts, plans = len(PART_SHARES), []
+
+    def plan_work(encodings):
+        if len(plans) == n_parts - 1:
+            waited["last plan for a launch"] = launched.wait(timeout=10)
+            planned.set()
+        plans.append(plan(encodings))
+        return plans[-1]
+
+    def first_launch(*args, **kwargs):
+        launched.set()
+        if ahead and "launch for the last plan" not in waited:
+            waited["launch for the last plan"] = planned.wait(timeout=10)
+        return launch(*args, **kwargs)
+
+    monkeypatch.setattr(scorer, "plan_work", plan_work)
+    monkeypatch.setattr(scorer.runner, "launch", first_launch)
+    monkeypatch.setattr(distributed, "tqdm", Bar)
+    Bar.ended.clear()
+    requests = [("", f"{i} dogs sat on the mat.") for i in range(40)]
+    got = score_shared(scorer, requests, OneProcess())
+    assert len(plans) == n_parts and sum(len(work.slot_offsets) - 1 for work in plans) == 40
+    assert all(waited.values()) and len(waited) == 1 + ahead, waited
+    one = PLLScorer.from_pretrained(tiny_bert_dir, device="cpu")
+    one.parts_from = 1
+    assert got == one.score_requests(requests)
+    batches = sum(len(work.batches) for work in plans)
+    assert set(Bar.ended) == {(batches, batches)} and batches > n_parts
