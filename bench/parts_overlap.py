@@ -3,6 +3,7 @@ stand-in device: preparing the next part ahead (in a thread) against in turn.
 
     python bench/parts_overlap.py                          # all of BLiMP, 8.4 s of device
     python bench/parts_overlap.py --device-seconds 4 --repeats 3
+    python bench/parts_overlap.py --processes 8            # rank 0 of 8 data-parallel ones
 
 The stand-in (:class:`StandInDevice`) keeps the host's own work of every batch (building
 its masked copies) and runs the batches in a thread of its own that waits, GIL released,
@@ -11,7 +12,10 @@ its masked copies) and runs the batches in a thread of its own that waits, GIL r
 bench/README.md).  It writes log-probabilities of 0, so only the time means anything.
 What a run takes beyond the device's seconds is host time that the device waited for:
 tokenizing, planning and assembling that nothing overlapped.  The two ways alternate in
-one process, ``--repeats`` times each.  Writes ``parts-overlap-<machine>-<date>.md``.
+one process, ``--repeats`` times each.  With ``--processes N``, the run is rank 0's
+share of a data-parallel one (``distributed.score_shared``) among N processes that the
+stand-in exchange (:class:`StandInGroup`) plays: the others' tokens are made before the
+timing, and their scores come back as zeros.  Writes ``parts-overlap-<machine>-<date>.md``.
 """
 
 from __future__ import annotations
@@ -23,10 +27,13 @@ import threading
 import time
 from pathlib import Path
 
+import numpy as np
 import pll_bench
+import torch
 
 from pll_harness import PLLScorer
-from pll_harness.parts import PARTS_FROM
+from pll_harness.distributed import score_shared
+from pll_harness.parts import PARTS_FROM, request_digests
 from pll_harness.runner import BATCHES_IN_FLIGHT, PendingScores, TargetScores
 
 
@@ -38,6 +45,10 @@ class StandInDevice:
 
     def __init__(self, seconds_per_token: float) -> None:
         self.seconds_per_token = seconds_per_token
+        self.busy = 0.0
+        """Seconds of the batches sent since the last :meth:`reset`."""
+        self.first: float | None = None
+        """When the first of them was sent (``time.perf_counter()``)."""
         self.queue: queue.Queue[float | threading.Event] = queue.Queue(maxsize=BATCHES_IN_FLIGHT)
         threading.Thread(target=self._work, daemon=True, name="stand-in-device").start()
 
@@ -57,7 +68,11 @@ class StandInDevice:
 
         def score_batch(metric, group, batch, scores, buffers) -> None:
             inputs = group.inputs(metric, batch.first, batch.stop, runner.mask_token_id)
-            self.queue.put(inputs.input_ids.size * self.seconds_per_token)
+            seconds = inputs.input_ids.size * self.seconds_per_token
+            if self.first is None:
+                self.first = time.perf_counter()
+            self.busy += seconds
+            self.queue.put(seconds)
             scores.logprobs[inputs.slots] = 0.0
 
         def copied_back(scores: TargetScores) -> PendingScores:
@@ -68,11 +83,43 @@ class StandInDevice:
         runner._score_batch = score_batch
         runner._copied_back = copied_back
 
+    def reset(self) -> None:
+        self.busy, self.first = 0.0, None
+
+
+class StandInGroup:
+    """Rank 0 of ``n`` data-parallel processes, whose exchanges answer as the others would:
+    their tokens, made from ``requests`` before the timing, then their scores (zeros, so
+    that every target is scored), then nothing."""
+
+    rank = 0
+
+    def __init__(self, scorer: PLLScorer, requests: list[tuple[str, str]], n: int) -> None:
+        self.world_size = n
+        self.device = scorer.runner.device
+        self.mine = requests[::n]
+        self.others = []
+        for rank in range(1, n):
+            share = requests[rank::n]
+            _, jobs = scorer.distinct_jobs(share, parts=True)
+            self.others.append((jobs.encodings, jobs.bounds, np.unique(request_digests(share))))
+        self.calls = 0
+
+    def all_gather_object(self, obj: object) -> list[object]:
+        self.calls += 1
+        if self.calls % 3 == 1:
+            return [obj, *self.others]
+        if self.calls % 3 == 2:
+            scored = [(torch.zeros_like(logprobs), greedy) for logprobs, greedy in obj]
+            return [obj] + [scored] * (self.world_size - 1)
+        return [obj] * self.world_size
+
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--device-seconds", type=float, default=8.4)
     parser.add_argument("--repeats", type=int, default=2)
+    parser.add_argument("--processes", type=int, default=1)
     parser.add_argument("--max-batch-tokens", type=int, default=174_762 * 6)
     parser.add_argument("--data", type=Path, default=pll_bench.PACKAGED_DATA / "blimp")
     parser.add_argument("--out-dir", type=Path, default=pll_bench.REPO_ROOT / "bench" / "results")
@@ -90,31 +137,40 @@ def main() -> None:
         for work in (scorer.plan_work(jobs.part(k).encodings) for k in range(len(jobs.bounds) - 1))
         for batch in work.batches
     )
-    StandInDevice(args.device_seconds / tokens).install(scorer)
+    device = StandInDevice(args.device_seconds / tokens)
+    device.install(scorer)
     scorer.score(texts[:50])
-    times: dict[str, list[float]] = {"in turn": [], "prepared ahead": []}
+    requests = [("", text) for text in texts]
+    group = StandInGroup(scorer, requests, args.processes) if args.processes > 1 else None
+    runs: dict[str, list[tuple[float, float, float]]] = {"in turn": [], "prepared ahead": []}
     for _ in range(args.repeats):
-        for way in times:
+        for way, timed in runs.items():
             scorer.prepare_ahead = way == "prepared ahead"
+            device.reset()
             start = time.perf_counter()
-            scorer.score(texts)
-            times[way].append(time.perf_counter() - start)
-            print(f"{way}: {times[way][-1]:.2f} s", flush=True)
+            if group is None:
+                scorer.score(texts)
+            else:
+                score_shared(scorer, group.mine, group, disable_tqdm=True)
+            seconds = time.perf_counter() - start
+            assert device.first is not None
+            timed.append((seconds, device.first - start, seconds - device.busy))
+            print(f"{way}: {seconds:.2f} s, of which the device was busy {device.busy:.2f}")
+    share = "" if group is None else f", rank 0's share of {args.processes} processes'"
     lines = [
         f"# Parts prepared ahead against in turn, a stand-in device, {description}",
         "",
         f"`{' '.join(['python bench/parts_overlap.py', *sys.argv[1:]])}`: all {len(texts)} "
-        f"BLiMP sentences, `word_l2r`, {tokens} tokens fed to a stand-in device that takes "
-        f"{args.device_seconds} s for them; {args.repeats} alternating runs of each way in "
-        "one process.",
+        f"BLiMP sentences{share}, `word_l2r`, the {tokens} tokens of all fed to a stand-in "
+        f"device that takes {args.device_seconds} s for them; {args.repeats} alternating "
+        f"runs of each way in one process. The device was busy {device.busy:.2f} s a run.",
         "",
-        "| way | seconds of `score()` | best | host time the device waited for (best) |",
-        "| --- | --- | ---: | ---: |",
+        "| way | seconds of the run | before the first batch | host time the device waited for |",
+        "| --- | --- | --- | --- |",
     ]
-    for way, runs in times.items():
-        listed = ", ".join(f"{run:.2f}" for run in runs)
-        best = min(runs)
-        lines.append(f"| {way} | {listed} | {best:.2f} | {best - args.device_seconds:.2f} |")
+    for way, timed in runs.items():
+        columns = [", ".join(f"{run[k]:.2f}" for run in timed) for k in range(3)]
+        lines.append(f"| {way} | {' | '.join(columns)} |")
     print("\n".join(lines))
     pll_bench.write_lines(args.out_dir, "parts-overlap", lines)
 
