@@ -1,5 +1,6 @@
 """How much host time is left on an accelerator's critical path, measured on a CPU with a
-stand-in device: preparing the next part ahead (in a thread) against in turn.
+stand-in device: preparing the next part ahead (in a thread) against in turn, or rank 0's
+share of a data-parallel run.
 
     python bench/parts_overlap.py                          # all of BLiMP, 8.4 s of device
     python bench/parts_overlap.py --device-seconds 4 --repeats 3
@@ -15,7 +16,9 @@ tokenizing, planning and assembling that nothing overlapped.  The two ways alter
 one process, ``--repeats`` times each.  With ``--processes N``, the run is rank 0's
 share of a data-parallel one (``distributed.score_shared``) among N processes that the
 stand-in exchange (:class:`StandInGroup`) plays: the others' tokens are made before the
-timing, and their scores come back as zeros.  Writes ``parts-overlap-<machine>-<date>.md``.
+timing, and their scores come back as zeros (the time the stand-in takes to make them is
+left out); that run has one way, as ``score_shared`` prepares nothing ahead.  Writes
+``parts-overlap-<machine>-<date>.md``.
 """
 
 from __future__ import annotations
@@ -89,8 +92,9 @@ class StandInDevice:
 
 class StandInGroup:
     """Rank 0 of ``n`` data-parallel processes, whose exchanges answer as the others would:
-    their tokens, made from ``requests`` before the timing, then their scores (zeros, so
-    that every target is scored), then nothing."""
+    their tokens, made from ``requests`` before the timing, then their scores (zeros for
+    every target rank 0 did not score, dealt among them), then nothing.  The time it takes
+    to make their scores is kept in :attr:`seconds`, for the caller to leave out."""
 
     rank = 0
 
@@ -103,16 +107,38 @@ class StandInGroup:
             share = requests[rank::n]
             _, jobs = scorer.distinct_jobs(share, parts=True)
             self.others.append((jobs.encodings, jobs.bounds, np.unique(request_digests(share))))
-        self.calls = 0
+        _, jobs = scorer.distinct_jobs(requests, parts=True)
+        self.slots = [
+            int(jobs.part(k).encodings.n_targets.sum()) for k in range(len(jobs.bounds) - 1)
+        ]
+        """Each part's slots: the size of its results."""
+        self.calls, self.seconds = 0, 0.0
 
     def all_gather_object(self, obj: object) -> list[object]:
         self.calls += 1
         if self.calls % 3 == 1:
             return [obj, *self.others]
         if self.calls % 3 == 2:
-            scored = [(torch.zeros_like(logprobs), greedy) for logprobs, greedy in obj]
-            return [obj] + [scored] * (self.world_size - 1)
+            start = time.perf_counter()
+            others = self._scores(obj)
+            self.seconds += time.perf_counter() - start
+            return [obj, *others]
         return [obj] * self.world_size
+
+    def _scores(self, sent: list[tuple[torch.Tensor, ...]]) -> list[list[tuple]]:
+        """The other processes' exchange of scores, given rank 0's: whole NaN-padded arrays
+        (revisions before 2026-11-26's second session), or the slots each scored."""
+        n = self.world_size - 1
+        if len(sent[0]) == 2:
+            filled = [(torch.zeros_like(logprobs), greedy) for logprobs, greedy in sent]
+            return [filled] * n
+        others: list[list[tuple]] = [[] for _ in range(n)]
+        for size, (slots, _, _) in zip(self.slots, sent, strict=True):
+            left = np.setdiff1d(np.arange(size, dtype=np.int32), slots.numpy())
+            for other, dealt in zip(others, np.array_split(left, n), strict=True):
+                index = torch.from_numpy(dealt)
+                other.append((index, torch.zeros(len(dealt)), torch.zeros(len(dealt), dtype=bool)))
+        return others
 
 
 def main() -> None:
@@ -142,23 +168,28 @@ def main() -> None:
     scorer.score(texts[:50])
     requests = [("", text) for text in texts]
     group = StandInGroup(scorer, requests, args.processes) if args.processes > 1 else None
-    runs: dict[str, list[tuple[float, float, float]]] = {"in turn": [], "prepared ahead": []}
+    # score_shared plans and launches part after part whatever prepare_ahead says
+    ways = ["in turn", "prepared ahead"] if group is None else ["shared, in turn"]
+    runs: dict[str, list[tuple[float, float, float]]] = {way: [] for way in ways}
     for _ in range(args.repeats):
         for way, timed in runs.items():
             scorer.prepare_ahead = way == "prepared ahead"
             device.reset()
+            stand_in = group.seconds if group is not None else 0.0
             start = time.perf_counter()
             if group is None:
                 scorer.score(texts)
             else:
                 score_shared(scorer, group.mine, group, disable_tqdm=True)
             seconds = time.perf_counter() - start
+            if group is not None:
+                seconds -= group.seconds - stand_in
             assert device.first is not None
             timed.append((seconds, device.first - start, seconds - device.busy))
             print(f"{way}: {seconds:.2f} s, of which the device was busy {device.busy:.2f}")
     share = "" if group is None else f", rank 0's share of {args.processes} processes'"
     lines = [
-        f"# Parts prepared ahead against in turn, a stand-in device, {description}",
+        f"# Host time on a device's critical path, a stand-in device, {description}",
         "",
         f"`{' '.join(['python bench/parts_overlap.py', *sys.argv[1:]])}`: all {len(texts)} "
         f"BLiMP sentences{share}, `word_l2r`, the {tokens} tokens of all fed to a stand-in "

@@ -33,7 +33,7 @@ import torch
 from tqdm import tqdm
 
 from pll_harness.encoding import Encodings
-from pll_harness.parts import MadeAhead, prepared_ahead, request_digests
+from pll_harness.parts import request_digests
 from pll_harness.planning import Batch, Batching, Work
 from pll_harness.runner import InFlight, PendingScores, TargetScores
 
@@ -190,20 +190,32 @@ def launched_with_several_processes() -> bool:
     return int(os.environ.get("WORLD_SIZE", "1")) > 1
 
 
+def scored_slots(partial: Sequence[TargetScores]) -> list[tuple[torch.Tensor, ...]]:
+    """What a process sends of its results (:func:`pool_target_scores`): for each work, the
+    slots it scored (int32 where they fit) and their log-probabilities and argmax flags."""
+    sent = []
+    for scores in partial:
+        index = torch.int32 if scores.logprobs.shape[0] < 1 << 31 else torch.int64
+        slots = torch.nonzero(~torch.isnan(scores.logprobs)).flatten().to(index)
+        sent.append((slots, scores.logprobs[slots], scores.greedy[slots]))
+    return sent
+
+
 def pool_target_scores(partial: Sequence[TargetScores], group: ProcessGroup) -> list[TargetScores]:
     """Give every process all scores, when each scored some batches of the same works (one
     :class:`TargetScores` per work, in one exchange).
 
-    Unscored slots are NaN (see ``PLLRunner.run``); the results travel as flat tensors,
-    which keeps the exchange small on full BLiMP.
+    Unscored slots are NaN (see ``PLLRunner.run``).  Each process sends only the slots it
+    scored and their results (:func:`scored_slots`), a share of the whole that shrinks with
+    the number of processes, and each writes every process's into place by index.  Sent as
+    whole NaN-padded arrays, every process had to read every other's whole array: 0.12 s
+    for rank 0 of 8 on all of BLiMP, after the last batch (bench/README.md).
     """
-    own = [(scores.logprobs, scores.greedy) for scores in partial]
-    pooled = [TargetScores(logprobs.clone(), greedy.clone()) for logprobs, greedy in own]
-    for other in checked(group.all_gather_object(own)):
-        for scores, (other_logprobs, other_greedy) in zip(pooled, other, strict=True):
-            done = ~torch.isnan(other_logprobs)
-            scores.logprobs[done] = other_logprobs[done]
-            scores.greedy[done] = other_greedy[done]
+    pooled = [TargetScores(scores.logprobs.clone(), scores.greedy.clone()) for scores in partial]
+    for sent in checked(group.all_gather_object(scored_slots(partial))):
+        for scores, (slots, logprobs, greedy) in zip(pooled, sent, strict=True):
+            scores.logprobs[slots] = logprobs
+            scores.greedy[slots] = greedy
     return pooled
 
 
@@ -255,13 +267,16 @@ def score_shared(
 
     A run that one process would split into parts (:mod:`pll_harness.parts`), judged by
     every process's requests together, is pooled and planned part by part as that process
-    plans it, and each part's batches are launched once it is planned and dealt; where a
-    process prepares parts ahead (:attr:`PLLScorer.prepare_ahead`, on accelerators), the
-    later parts are planned in a thread while the device runs the first.  The progress bar
-    counts rank 0's batches of the parts dealt so far, so its total grows until the last
-    part is dealt.  ``then`` runs on this process's scores before the last exchange (the
-    token log), so that its failure stops the others too rather than leaving them in
-    lm-eval's next collective."""
+    plans it, and each part's batches are launched once it is planned and dealt: on a GPU
+    the next part is planned while the device runs the batches queued before.  Planning
+    the later parts in a thread instead made the device wait longer, not shorter, for
+    rank 0 of 4 and of 8 with a stand-in device (``bench/parts_overlap.py --processes``;
+    bench/README.md).  The progress bar counts rank 0's batches of the parts dealt so
+    far, so its total grows until the last part is dealt.
+
+    ``then`` runs on this process's scores before the last exchange (the token log), so
+    that its failure stops the others too rather than leaving them in lm-eval's next
+    collective."""
     from pll_harness.scorer import Jobs
 
     with failing_together(group):
@@ -291,10 +306,7 @@ def score_shared(
             def on_dealt(n: int) -> None:
                 bar.total += n
 
-            parts: Generator[DealtPart, None, None] | MadeAhead[DealtPart]
             parts = dealt_parts(scorer, shares, group, on_dealt)
-            if scorer.prepare_ahead and len(jobs.bounds) > 2:
-                parts = prepared_ahead(parts, name="pll-plan")
             # the parts queue back to back on the device (PLLRunner.launch)
             in_flight = InFlight(scorer.runner.device)
             launched: list[tuple[DealtPart, PendingScores]] = []

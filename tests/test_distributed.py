@@ -1,4 +1,5 @@
-"""Data parallelism: cost balancing, and 2 CPU processes (gloo) matching 1 process."""
+"""Data parallelism: dealing by cost, pooling scores, and 2 CPU processes (gloo) matching 1
+process."""
 
 from __future__ import annotations
 
@@ -28,11 +29,14 @@ from pll_harness.distributed import (
     ProcessFailed,
     checked,
     common_batching,
+    pool_target_scores,
     score_shared,
+    scored_slots,
 )
 from pll_harness.lm import PLLMaskedLM
 from pll_harness.parts import PART_SHARES
 from pll_harness.planning import Batching
+from pll_harness.runner import TargetScores
 from pll_harness.scorer import PLLScorer
 
 
@@ -62,6 +66,21 @@ def test_the_dealer_is_deterministic_and_complete():
     assert CostDealer(4).deal([]) == []
     with pytest.raises(ValueError, match="at least 1"):
         CostDealer(0)
+
+
+def test_a_process_sends_only_the_slots_it_scored():
+    nan = float("nan")
+    mine = TargetScores(torch.tensor([nan, -1.5, nan, -0.25]), torch.tensor([0, 1, 0, 0]).bool())
+    other = TargetScores(torch.tensor([-2.0, nan, -3.0, nan]), torch.tensor([1, 0, 0, 0]).bool())
+    ((slots, logprobs, greedy),) = scored_slots([mine])
+    assert slots.dtype == torch.int32 and slots.tolist() == [1, 3]
+    assert logprobs.tolist() == [-1.5, -0.25] and greedy.tolist() == [True, False]
+    (pooled,) = pool_target_scores(
+        [mine], GatheredGroup([scored_slots([mine]), scored_slots([other])])
+    )
+    assert pooled.logprobs.tolist() == [-2.0, -1.5, -3.0, -0.25]
+    assert pooled.greedy.tolist() == [True, True, False, False]
+    assert torch.isnan(mine.logprobs[0])  # the process's own results are left as they were
 
 
 SENTENCES = [
@@ -420,17 +439,14 @@ def test_processes_failing_anywhere_make_the_same_exchanges(tiny_bert_dir):
         assert ended == expected, steps
 
 
-@pytest.mark.parametrize(
-    ("parts_from", "ahead"), [(None, False), (150, False), (150, True), (161, False), (1000, False)]
-)
-def test_processes_in_threads_equal_one_process_bit_for_bit(tiny_bert_dir, parts_from, ahead):
+@pytest.mark.parametrize("parts_from", [None, 150, 161, 1000])
+def test_processes_in_threads_equal_one_process_bit_for_bit(tiny_bert_dir, parts_from):
     """Three processes with uneven shares, a request in two of them, one with a single
     request padded as lm-eval pads shares (copies of its last request): the scores equal
     one process's given all the requests, bit for bit, whether the run is split into parts
     (150 of its 160 distinct requests: split, judged by every process's requests together,
-    though each has fewer; its parts planned in turn or ahead, in a thread, as on a GPU)
-    or not (161: the padding and the request in two shares make 164 requests but no more
-    distinct ones; 1000; None: a CPU's)."""
+    though each has fewer) or not (161: the padding and the request in two shares make 164
+    requests but no more distinct ones; 1000; None: a CPU's)."""
     import random
 
     rng = random.Random(1)
@@ -442,7 +458,7 @@ def test_processes_in_threads_equal_one_process_bit_for_bit(tiny_bert_dir, parts
     shares = [pool[:1] * 4, pool[1:100], pool[100:] + pool[5:6]]
     scorers = [PLLScorer.from_pretrained(tiny_bert_dir, device="cpu") for _ in shares]
     for scorer in scorers:
-        scorer.parts_from, scorer.prepare_ahead = parts_from, ahead
+        scorer.parts_from = parts_from
     shared = {"parts": [None] * 3, "sent": Barrier(3), "read": Barrier(3)}
     out: list = [None] * 3
 
@@ -484,32 +500,27 @@ class Bar(distributed.tqdm):
         super().close()
 
 
-@pytest.mark.parametrize("ahead", [False, True])
 def test_a_shared_run_launches_its_first_part_before_the_last_is_planned(
-    tiny_bert_dir, monkeypatch, ahead
+    tiny_bert_dir, monkeypatch
 ):
     """Each part is launched once it is planned and dealt, not once all are (the device
-    would wait for all planning); prepared ahead, the later parts are planned while the
-    first is being launched.  The progress bar ends with the process's batches of every
-    part as its count and total."""
+    would wait for all planning).  The progress bar ends with the process's batches of
+    every part as its count and total."""
     scorer = PLLScorer.from_pretrained(tiny_bert_dir, device="cpu")
-    scorer.parts_from, scorer.prepare_ahead = 1, ahead
-    launched, planned = threading.Event(), threading.Event()
-    waited: dict[str, bool] = {}
+    scorer.parts_from = 1
+    launched = threading.Event()
+    waited: list[bool] = []
     plan, launch = scorer.plan_work, scorer.runner.launch
     n_parts, plans = len(PART_SHARES), []
 
     def plan_work(encodings):
         if len(plans) == n_parts - 1:
-            waited["last plan for a launch"] = launched.wait(timeout=10)
-            planned.set()
+            waited.append(launched.wait(timeout=10))
         plans.append(plan(encodings))
         return plans[-1]
 
     def first_launch(*args, **kwargs):
         launched.set()
-        if ahead and "launch for the last plan" not in waited:
-            waited["launch for the last plan"] = planned.wait(timeout=10)
         return launch(*args, **kwargs)
 
     monkeypatch.setattr(scorer, "plan_work", plan_work)
@@ -519,7 +530,7 @@ def test_a_shared_run_launches_its_first_part_before_the_last_is_planned(
     requests = [("", f"{i} dogs sat on the mat.") for i in range(40)]
     got = score_shared(scorer, requests, OneProcess())
     assert len(plans) == n_parts and sum(len(work.slot_offsets) - 1 for work in plans) == 40
-    assert all(waited.values()) and len(waited) == 1 + ahead, waited
+    assert waited == [True]
     one = PLLScorer.from_pretrained(tiny_bert_dir, device="cpu")
     one.parts_from = 1
     assert got == one.score_requests(requests)

@@ -28,7 +28,7 @@ from conftest import GatheredGroup
 
 from pll_harness import planning
 from pll_harness import runner as runner_module
-from pll_harness.distributed import pool_target_scores
+from pll_harness.distributed import pool_target_scores, scored_slots
 from pll_harness.heads import split_masked_lm
 from pll_harness.planning import Work
 from pll_harness.runner import _ChunkBuffers
@@ -68,7 +68,7 @@ def test_parts_pooled_equal_one_full_run_exactly(scorer):
     odd = scorer.runner.run(work, work.batches[1::2])
     assert bool(torch.isnan(even.logprobs).any())  # the parts really are partial
     (pooled,) = pool_target_scores(
-        [even], GatheredGroup([[(even.logprobs, even.greedy)], [(odd.logprobs, odd.greedy)]])
+        [even], GatheredGroup([scored_slots([even]), scored_slots([odd])])
     )
     assert torch.equal(full.logprobs, pooled.logprobs)
     assert torch.equal(full.greedy, pooled.greedy)
@@ -546,9 +546,7 @@ def test_runs_launched_one_after_another_score_as_run_alone(scorer):
     second = scorer.runner.launch(work.metric, work.n_slots, planned_batches[3:], in_flight)
     in_flight.finish()
     one, two = first.wait(), second.wait()
-    (pooled,) = pool_target_scores(
-        [one], GatheredGroup([[(one.logprobs, one.greedy)], [(two.logprobs, two.greedy)]])
-    )
+    (pooled,) = pool_target_scores([one], GatheredGroup([scored_slots([one]), scored_slots([two])]))
     assert bool(torch.isnan(one.logprobs).any())  # the runs really are partial
     assert torch.equal(pooled.logprobs, alone.logprobs)
     assert torch.equal(pooled.greedy, alone.greedy)
