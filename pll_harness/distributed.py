@@ -53,7 +53,7 @@ class CostDealer:
     its first part's batches before the later parts are planned.  On all of BLiMP at an
     H100's token budget (135 batches), the most loaded of 8 processes gets 1.1% more than
     an even share, against 0.0% when all parts' batches are dealt at once and 8.8% when
-    each batch is dealt as it is planned (bench/README.md)."""
+    each batch is dealt as it is planned (``bench/dealing.py``)."""
 
     def __init__(self, n_processes: int) -> None:
         if n_processes < 1:
@@ -269,9 +269,9 @@ def score_shared(
     every process's requests together, is pooled and planned part by part as that process
     plans it, and each part's batches are launched once it is planned and dealt: on a GPU
     the next part is planned while the device runs the batches queued before.  Planning
-    the later parts in a thread instead made the device wait longer, not shorter, for
-    rank 0 of 4 and of 8 with a stand-in device (``bench/parts_overlap.py --processes``;
-    bench/README.md).  The progress bar counts rank 0's batches of the parts dealt so
+    the later parts in a thread instead did not shorten a stand-in device's wait for rank
+    0 of 4 or of 8 (``bench/parts_overlap.py --processes``; bench/README.md): the thread
+    only competed for the GIL.  The progress bar counts rank 0's batches of the parts dealt so
     far, so its total grows until the last part is dealt.
 
     ``then`` runs on this process's scores before the last exchange (the token log), so
