@@ -22,10 +22,9 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pll_bench
+from parts_overlap import blimp_as_on_a_gpu
 
-from pll_harness import PLLScorer
 from pll_harness.distributed import CostDealer
-from pll_harness.parts import PARTS_FROM
 
 
 def all_at_once(parts: list[list[int]], n: int) -> list[int]:
@@ -65,15 +64,7 @@ def main() -> None:
     parser.add_argument("--data", type=Path, default=pll_bench.PACKAGED_DATA / "blimp")
     parser.add_argument("--out-dir", type=Path, default=pll_bench.REPO_ROOT / "bench" / "results")
     args = parser.parse_args()
-    args.model, args.shared, args.arch = None, pll_bench.REPO_ROOT.parent / "shared", "nano"
-    model, description = pll_bench.resolve_model(args)
-    texts = pll_bench.blimp_sentences(args.data)
-    scorer = PLLScorer.from_pretrained(
-        str(model), pll_metric="word_l2r", max_batch_tokens=args.max_batch_tokens
-    )
-    scorer.parts_from = PARTS_FROM  # as on a GPU
-    _, jobs = scorer.distinct_jobs([("", text) for text in texts])
-    works = [scorer.plan_work(jobs.part(k).encodings) for k in range(len(jobs.bounds) - 1)]
+    description, texts, _, works = blimp_as_on_a_gpu(args.data, args.max_batch_tokens)
     parts = [[work.cost(batch) for batch in work.batches] for work in works]
     total = sum(map(sum, parts))
     lines = [

@@ -37,6 +37,7 @@ import torch
 from pll_harness import PLLScorer
 from pll_harness.distributed import score_shared
 from pll_harness.parts import PARTS_FROM, request_digests
+from pll_harness.planning import Work
 from pll_harness.runner import BATCHES_IN_FLIGHT, PendingScores, TargetScores
 
 
@@ -141,6 +142,25 @@ class StandInGroup:
         return others
 
 
+def blimp_as_on_a_gpu(
+    data: Path, max_batch_tokens: int
+) -> tuple[str, list[str], PLLScorer, list[Work]]:
+    """The nano model's description, every BLiMP sentence of ``data``, a ``word_l2r``
+    scorer split into parts as on a GPU (``prepare_ahead`` left to the caller), and each
+    part's plan."""
+    args = argparse.Namespace(model=None, shared=pll_bench.REPO_ROOT.parent / "shared")
+    args.arch = "nano"
+    model, description = pll_bench.resolve_model(args)
+    texts = pll_bench.blimp_sentences(data)
+    scorer = PLLScorer.from_pretrained(
+        str(model), pll_metric="word_l2r", max_batch_tokens=max_batch_tokens
+    )
+    scorer.parts_from = PARTS_FROM
+    _, jobs = scorer.distinct_jobs([("", text) for text in texts])
+    works = [scorer.plan_work(jobs.part(k).encodings) for k in range(len(jobs.bounds) - 1)]
+    return description, texts, scorer, works
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--device-seconds", type=float, default=8.4)
@@ -150,19 +170,8 @@ def main() -> None:
     parser.add_argument("--data", type=Path, default=pll_bench.PACKAGED_DATA / "blimp")
     parser.add_argument("--out-dir", type=Path, default=pll_bench.REPO_ROOT / "bench" / "results")
     args = parser.parse_args()
-    args.model, args.shared, args.arch = None, pll_bench.REPO_ROOT.parent / "shared", "nano"
-    model, description = pll_bench.resolve_model(args)
-    texts = pll_bench.blimp_sentences(args.data)
-    scorer = PLLScorer.from_pretrained(
-        str(model), pll_metric="word_l2r", max_batch_tokens=args.max_batch_tokens
-    )
-    scorer.parts_from = PARTS_FROM  # as on a GPU; prepare_ahead is set below
-    _, jobs = scorer.distinct_jobs([("", text) for text in texts])
-    tokens = sum(
-        work.cost(batch)
-        for work in (scorer.plan_work(jobs.part(k).encodings) for k in range(len(jobs.bounds) - 1))
-        for batch in work.batches
-    )
+    description, texts, scorer, works = blimp_as_on_a_gpu(args.data, args.max_batch_tokens)
+    tokens = sum(work.cost(batch) for work in works for batch in work.batches)
     device = StandInDevice(args.device_seconds / tokens)
     device.install(scorer)
     scorer.score(texts[:50])
