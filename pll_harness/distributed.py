@@ -24,7 +24,7 @@ import heapq
 import logging
 import os
 import time
-from collections.abc import Callable, Generator, Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager, suppress
 from typing import TYPE_CHECKING, Any, NamedTuple
 
@@ -232,14 +232,10 @@ class DealtPart(NamedTuple):
 
 
 def dealt_parts(
-    scorer: PLLScorer,
-    shares: list[tuple[Encodings, tuple[int, ...]]],
-    group: ProcessGroup,
-    on_dealt: Callable[[int], None],
-) -> Generator[DealtPart, None, None]:
+    scorer: PLLScorer, shares: list[tuple[Encodings, tuple[int, ...]]], group: ProcessGroup
+) -> Iterator[DealtPart]:
     """Each part of a shared run in turn, planned on every process's ``shares`` (their
-    tokens and where each part starts in them) and dealt (:class:`CostDealer`);
-    ``on_dealt(n)`` reports that ``n`` more batches are this process's."""
+    tokens and where each part starts in them) and dealt (:class:`CostDealer`)."""
     dealer = CostDealer(group.world_size)
     for part in range(len(shares[0][1]) - 1):
         pooled = [
@@ -249,7 +245,6 @@ def dealt_parts(
         costs = [work.cost(batch) for batch in work.batches]
         mine = [index for index, owner in enumerate(dealer.deal(costs)) if owner == group.rank]
         first = sum(len(share) for share in pooled[: group.rank])
-        on_dealt(len(mine))
         own = [work.batches[index] for index in mine]
         yield DealtPart(work, own, first, sum(costs[index] for index in mine), sum(costs))
 
@@ -271,8 +266,8 @@ def score_shared(
     the next part is planned while the device runs the batches queued before.  Planning
     the later parts in a thread instead did not shorten a stand-in device's wait for rank
     0 of 4 or of 8 (``bench/parts_overlap.py --processes``; bench/README.md): the thread
-    only competed for the GIL.  The progress bar counts rank 0's batches of the parts dealt so
-    far, so its total grows until the last part is dealt.
+    only competed for the GIL.  The progress bar counts rank 0's batches of the parts
+    dealt so far, so its total grows until the last part is dealt.
 
     ``then`` runs on this process's scores before the last exchange (the token log), so
     that its failure stops the others too rather than leaving them in lm-eval's next
@@ -302,25 +297,17 @@ def score_shared(
             unit="batch",
             disable=disable_tqdm or group.rank != 0,
         ) as bar:
-
-            def on_dealt(n: int) -> None:
-                bar.total += n
-
-            parts = dealt_parts(scorer, shares, group, on_dealt)
             # the parts queue back to back on the device (PLLRunner.launch)
             in_flight = InFlight(scorer.runner.device)
             launched: list[tuple[DealtPart, PendingScores]] = []
-            try:
-                for part in parts:
-                    runs = part.work.planned(part.own)
-                    on_done = lambda _: bar.update()  # noqa: E731
-                    pending = scorer.runner.launch(
-                        part.work.metric, part.work.n_slots, runs, in_flight, on_done
-                    )
-                    launched.append((part, pending))
-            except BaseException:
-                parts.close()  # no part is planned after a failure
-                raise
+            for part in dealt_parts(scorer, shares, group):
+                bar.total += len(part.own)
+                runs = part.work.planned(part.own)
+                on_done = lambda _: bar.update()  # noqa: E731
+                pending = scorer.runner.launch(
+                    part.work.metric, part.work.n_slots, runs, in_flight, on_done
+                )
+                launched.append((part, pending))
             in_flight.finish()
             partial = [pending.wait() for _, pending in launched]
         scored = time.perf_counter()
