@@ -15,8 +15,9 @@ meant to equal a single process's with the same threads exactly.
 
 Wall time includes start-up (loading lm-eval, the model and the tasks), which the
 processes do in parallel but which does not shrink with N; each rank's log line shows the
-parts that do: scoring its batches and tokenizing its own requests (planning, done by every
-rank on everyone's tokens, stays small).
+parts that do: tokenizing its own requests, and planning and scoring, where it scores only
+its share of the batches (every rank plans every part on everyone's tokens, part by part as
+it scores).
 """
 
 from __future__ import annotations
@@ -32,9 +33,21 @@ import time
 from pathlib import Path
 
 RANK_LINE = re.compile(
-    r"Rank (\d+) scored (\d+) of (\d+) batches .* in ([\d.]+) s; it tokenized its (\d+) "
-    r"requests in ([\d.]+) s, planned all in ([\d.]+) s"
+    r"Rank (?P<rank>\d+) scored (?P<batches>\d+) of (?P<all_batches>\d+) batches "
+    r"\(cost (?P<cost>\d+) of (?P<all_cost>\d+)\); it tokenized its (?P<own_requests>\d+) "
+    r"requests in (?P<tokenize_s>[\d.]+) s, pooled the tokens in (?P<pool_tokens_s>[\d.]+) s, "
+    r"planned and scored in (?P<plan_and_score_s>[\d.]+) s, pooled the scores and assembled "
+    r"in (?P<pool_scores_and_assemble_s>[\d.]+) s"
 )
+"""The line each rank logs at the end of ``distributed.score_shared``."""
+
+
+def rank_lines(log: str) -> list[dict[str, int | float]]:
+    """Each rank's figures from its log line, the seconds as floats."""
+    return [
+        {key: float(value) if key.endswith("_s") else int(value) for key, value in fields.items()}
+        for fields in (match.groupdict() for match in RANK_LINE.finditer(log))
+    ]
 
 
 def run(command: list[str], env: dict[str, str]) -> tuple[float, str]:
@@ -116,17 +129,7 @@ def main() -> None:
             )
             same_threads = max_abs_diff(sample_scores(same_out), many)
     max_diff = max_abs_diff(one, many)
-    ranks = [
-        {
-            "rank": int(rank),
-            "batches": int(batches),
-            "scoring_s": float(scoring),
-            "own_requests": int(requests),
-            "tokenize_s": float(tokenize),
-            "plan_s": float(plan),
-        }
-        for rank, batches, _, scoring, requests, tokenize, plan in RANK_LINE.findall(log)
-    ]
+    ranks = rank_lines(log)
     speedup = single_time / many_time
     result = {
         "model": args.model,

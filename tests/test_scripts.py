@@ -128,6 +128,35 @@ def test_pll_bench_engine_worker_counts_the_copies_the_plan_runs():
     assert out["scores"] == pytest.approx([s.logprob for s in plain], abs=1e-5)
 
 
+def test_bench_data_parallel_reads_the_line_each_rank_logs(caplog):
+    """scripts/bench_data_parallel.py reads each rank's figures from its log line: a line
+    it no longer matches would leave its report without ranks, silently."""
+    from pll_harness import PLLScorer
+    from pll_harness.distributed import score_shared
+
+    class OneProcess:
+        rank, world_size, device = 0, 1, "cpu"
+
+        def all_gather_object(self, obj):
+            return [obj]
+
+    spec = importlib.util.spec_from_file_location(
+        "bench_data_parallel", REPO_ROOT / "scripts" / "bench_data_parallel.py"
+    )
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    group = OneProcess()
+    scorer = PLLScorer.from_pretrained(str(TINY_BERT_DIR))
+    with caplog.at_level("INFO", logger="lm_eval.pll_harness.distributed"):
+        score_shared(scorer, [("", "A cat sat."), ("", "Dogs bark.")], group, disable_tqdm=True)
+    (line,) = module.rank_lines(caplog.text)
+    assert line["rank"] == 0 and line["own_requests"] == 2
+    assert line["batches"] == line["all_batches"] > 0 and line["cost"] == line["all_cost"] > 0
+    assert {"tokenize_s", "pool_tokens_s", "plan_and_score_s", "pool_scores_and_assemble_s"} < set(
+        line
+    )
+
+
 def test_the_stand_in_device_gets_every_batch_and_gives_its_scores_back(monkeypatch):
     """parts_overlap.py's stand-in device: every token the plans feed the model reaches its
     thread, and each part's results after its batches; nothing is left queued when
