@@ -192,7 +192,9 @@ def launched_with_several_processes() -> bool:
 
 def scored_slots(partial: Sequence[TargetScores]) -> list[tuple[torch.Tensor, ...]]:
     """What a process sends of its results (:func:`pool_target_scores`): for each work, the
-    slots it scored (int32 where they fit) and their log-probabilities and argmax flags."""
+    slots it holds a number for (int32 where they fit) and their log-probabilities and
+    argmax flags.  A NaN the model itself produced is not sent either, so it stays NaN on
+    every process and assembling reports it, as one process's run would."""
     sent = []
     for scores in partial:
         index = torch.int32 if scores.logprobs.shape[0] < 1 << 31 else torch.int64
@@ -206,10 +208,10 @@ def pool_target_scores(partial: Sequence[TargetScores], group: ProcessGroup) -> 
     :class:`TargetScores` per work, in one exchange).
 
     Unscored slots are NaN (see ``PLLRunner.run``).  Each process sends only the slots it
-    scored and their results (:func:`scored_slots`), a share of the whole that shrinks with
-    the number of processes, and each writes every process's into place by index.  Sent as
-    whole NaN-padded arrays, every process had to read every other's whole array: 0.12 s
-    for rank 0 of 8 on all of BLiMP, after the last batch (bench/README.md).
+    scored and their results (:func:`scored_slots`), a message that shrinks with the
+    number of processes, and each writes every process's into place by index: every slot
+    once, where sending whole NaN-padded arrays made every process read every other's
+    whole array after the last batch.
     """
     pooled = [TargetScores(scores.logprobs.clone(), scores.greedy.clone()) for scores in partial]
     for sent in checked(group.all_gather_object(scored_slots(partial))):
@@ -221,8 +223,8 @@ def pool_target_scores(partial: Sequence[TargetScores], group: ProcessGroup) -> 
 
 class DealtPart(NamedTuple):
     """One part of a shared run, planned on everyone's requests and dealt: this process's
-    ``own`` batches of ``work``, and ``first``, the index of its first request among the
-    part's pooled requests."""
+    ``own`` batches of ``work``, ``first``, the index of its first request among the part's
+    pooled requests, and the cost (:meth:`Work.cost`) of its batches and of all."""
 
     work: Work
     own: list[Batch]

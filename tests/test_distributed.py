@@ -439,6 +439,46 @@ def test_processes_failing_anywhere_make_the_same_exchanges(tiny_bert_dir):
         assert ended == expected, steps
 
 
+def test_a_process_failing_in_a_later_part_stops_the_others(tiny_bert_dir):
+    """Rank 0 fails planning its third part, after launching two: both processes make the
+    same exchanges, rank 0 raises its own error and rank 1 ProcessFailed."""
+    scorers = [PLLScorer.from_pretrained(tiny_bert_dir, device="cpu") for _ in range(2)]
+    for scorer in scorers:
+        scorer.parts_from = 1
+    plan, plans = scorers[0].plan_work, []
+
+    def failing_third(encodings):
+        plans.append(len(encodings))
+        if len(plans) == 3:
+            fail()
+        return plan(encodings)
+
+    scorers[0].plan_work = failing_third
+    shared = {"parts": [None, None], "sent": Barrier(2), "read": Barrier(2)}
+    ended: list = [None, None]
+
+    def process(rank: int) -> None:
+        group = ThreadedGroup(shared, rank, 2)
+        requests = [("", f"{rank} cats sat {i} times.") for i in range(30)]
+        try:
+            score_shared(scorers[rank], requests, group, disable_tqdm=True)
+            outcome = "scored"
+        except ProcessFailed:
+            outcome = "told"
+        except ValueError:
+            outcome = "failed"
+        group.all_gather_object("lm-eval's next collective")
+        ended[rank] = (outcome, group.calls)
+
+    threads = [Thread(target=process, args=(rank,)) for rank in range(2)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=60)
+    assert len(plans) == 3
+    assert ended == [("failed", 3), ("told", 3)]
+
+
 @pytest.mark.parametrize("parts_from", [None, 150, 161, 1000])
 def test_processes_in_threads_equal_one_process_bit_for_bit(tiny_bert_dir, parts_from):
     """Three processes with uneven shares, a request in two of them, one with a single
@@ -509,13 +549,13 @@ def test_a_shared_run_launches_its_first_part_before_the_last_is_planned(
     scorer = PLLScorer.from_pretrained(tiny_bert_dir, device="cpu")
     scorer.parts_from = 1
     launched = threading.Event()
-    waited: list[bool] = []
+    launched_first: list[bool] = []
     plan, launch = scorer.plan_work, scorer.runner.launch
     n_parts, plans = len(PART_SHARES), []
 
     def plan_work(encodings):
         if len(plans) == n_parts - 1:
-            waited.append(launched.wait(timeout=10))
+            launched_first.append(launched.is_set())
         plans.append(plan(encodings))
         return plans[-1]
 
@@ -530,7 +570,7 @@ def test_a_shared_run_launches_its_first_part_before_the_last_is_planned(
     requests = [("", f"{i} dogs sat on the mat.") for i in range(40)]
     got = score_shared(scorer, requests, OneProcess())
     assert len(plans) == n_parts and sum(len(work.slot_offsets) - 1 for work in plans) == 40
-    assert waited == [True]
+    assert launched_first == [True]
     one = PLLScorer.from_pretrained(tiny_bert_dir, device="cpu")
     one.parts_from = 1
     assert got == one.score_requests(requests)
