@@ -401,8 +401,14 @@ def run_one_process(scorer: PLLScorer, step: str | None, group: ThreadedGroup) -
         owner, _, name = step.rpartition(".")
         setattr(scorer.runner if owner else scorer, name, fail)
     requests = [("", f"A cat sat {group.rank} times."), ("", "Dogs bark.")]
+    return how_it_ended(scorer, requests, group, then=fail if step == "then" else None)
+
+
+def how_it_ended(scorer: PLLScorer, requests: list, group: ThreadedGroup, then=None) -> tuple:
+    """How one process's call ended, once it met lm-eval's next collective, and how many
+    exchanges it made."""
     try:
-        score_shared(scorer, requests, group, then=fail if step == "then" else None)
+        score_shared(scorer, requests, group, disable_tqdm=True, then=then)
         outcome = "scored"
     except ProcessFailed:
         outcome = "told"
@@ -458,17 +464,8 @@ def test_a_process_failing_in_a_later_part_stops_the_others(tiny_bert_dir):
     ended: list = [None, None]
 
     def process(rank: int) -> None:
-        group = ThreadedGroup(shared, rank, 2)
         requests = [("", f"{rank} cats sat {i} times.") for i in range(30)]
-        try:
-            score_shared(scorers[rank], requests, group, disable_tqdm=True)
-            outcome = "scored"
-        except ProcessFailed:
-            outcome = "told"
-        except ValueError:
-            outcome = "failed"
-        group.all_gather_object("lm-eval's next collective")
-        ended[rank] = (outcome, group.calls)
+        ended[rank] = how_it_ended(scorers[rank], requests, ThreadedGroup(shared, rank, 2))
 
     threads = [Thread(target=process, args=(rank,)) for rank in range(2)]
     for thread in threads:
