@@ -223,14 +223,12 @@ def pool_target_scores(partial: Sequence[TargetScores], group: ProcessGroup) -> 
 
 class DealtPart(NamedTuple):
     """One part of a shared run, planned on everyone's requests and dealt: this process's
-    ``own`` batches of ``work``, ``first``, the index of its first request among the part's
-    pooled requests, and the cost (:meth:`Work.cost`) of its batches and of all."""
+    ``own`` batches of ``work``, and ``first``, the index of its first request among the
+    part's pooled requests."""
 
     work: Work
     own: list[Batch]
     first: int
-    own_cost: int
-    total_cost: int
 
 
 def dealt_parts(
@@ -245,10 +243,11 @@ def dealt_parts(
         ]
         work = scorer.plan_work(Encodings.concatenate(pooled))
         costs = [work.cost(batch) for batch in work.batches]
-        mine = [index for index, owner in enumerate(dealer.deal(costs)) if owner == group.rank]
-        first = sum(len(share) for share in pooled[: group.rank])
-        own = [work.batches[index] for index in mine]
-        yield DealtPart(work, own, first, sum(costs[index] for index in mine), sum(costs))
+        owners = dealer.deal(costs)
+        own = [
+            batch for batch, owner in zip(work.batches, owners, strict=True) if owner == group.rank
+        ]
+        yield DealtPart(work, own, sum(len(share) for share in pooled[: group.rank]))
 
 
 def score_shared(
@@ -326,8 +325,8 @@ def score_shared(
             group.rank,
             sum(len(part.own) for part, _ in launched),
             sum(len(part.work.batches) for part, _ in launched),
-            sum(part.own_cost for part, _ in launched),
-            sum(part.total_cost for part, _ in launched),
+            sum(part.work.cost(batch) for part, _ in launched for batch in part.own),
+            sum(part.work.cost(batch) for part, _ in launched for batch in part.work.batches),
             len(requests),
             tokenized - started,
             exchanged - tokenized,
