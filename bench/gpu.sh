@@ -3,22 +3,26 @@
 # after `bash bench/gpu_wheels.sh` has put the wheels it installs in .whl (the device tool's
 # machines have no network: carry .whl). bench/README.md gives the device calls to make.
 #
-#   bash bench/gpu.sh [STEP ...]      # STEP: sample, all, lm_eval, bf16, attention, tokenize,
-#                                     # cuda_tests or everything (default: all seven)
+#   bash bench/gpu.sh [STEP ...]      # STEP: sample, all, lm_eval, bf16, attention, kernel,
+#                                     # tokenize, cuda_tests or everything (default: all eight)
 #
 #   sample   ours vs minicons on 2,000 seeded BLiMP sentences, fp32 and bf16, word_l2r
-#   all      all 134,000 BLiMP sentences through PLLScorer.score, bf16, SDPA then eager
-#            attention, with the phase breakdown and the share of the run the GPU is busy
+#   all      all 134,000 BLiMP sentences through PLLScorer.score, bf16, the loader's default
+#            attention (SDPA with the short-sequence kernel, pll_harness/short_attention.py)
+#            then plain SDPA, with the phase breakdown and the share of the run the GPU is busy
 #   lm_eval  `lm_eval --model pll-mlm ... --tasks blimp_pll` end to end, wall time, and where it
 #            goes (bench/lm_eval_phases.py, which runs lm-eval's command line in-process)
 #   bf16     bf16 against fp32 on all BLiMP pairs with the packaged pll-demo (decision flips)
 #   attention  all of BLiMP through the runner with each SDPA kernel alone, the runner's own
 #            choice and eager attention, twice each (bench/attention_gpu.py)
+#   kernel   the short-sequence attention kernel against SDPA's kernels, one layer at the
+#            shapes of BLiMP's batches, with each launch setting (bench/short_attention_gpu.py)
 #   tokenize the tokenize step over all of BLiMP with TOKENIZERS_PARALLELISM unset, false and
 #            true, each in a fresh process (bench/tokenize_threads.py)
 #   cuda_tests  the tests that need CUDA (skipped elsewhere): the runner's CUDA paths (parts
 #            launched back to back, results copied back into pinned memory, more targets than
-#            a grid dimension) against runs on the same GPU
+#            a grid dimension) and the short-sequence attention kernel, against runs on the
+#            same GPU
 #
 # A step that fails does not stop the next ones; the exit status is 1 if any failed. All
 # steps together stop after BUDGET_S seconds (default 540, inside the device tool's 10
@@ -40,11 +44,11 @@ cd "$(dirname "$0")/.."
 STEPS=("${@:-everything}")
 for step in "${STEPS[@]}"; do
     case $step in
-    sample | all | lm_eval | bf16 | attention | tokenize | cuda_tests) ;;
-    everything) STEPS=(sample all lm_eval bf16 attention tokenize cuda_tests) ;;
+    sample | all | lm_eval | bf16 | attention | kernel | tokenize | cuda_tests) ;;
+    everything) STEPS=(sample all lm_eval bf16 attention kernel tokenize cuda_tests) ;;
     *)
         echo "usage: bash bench/gpu.sh" \
-            "[sample|all|lm_eval|bf16|attention|tokenize|cuda_tests|everything ...]" >&2
+            "[sample|all|lm_eval|bf16|attention|kernel|tokenize|cuda_tests|everything ...]" >&2
         exit 2
         ;;
     esac
@@ -167,13 +171,14 @@ sample() {
 }
 
 all() {
-    local size=(--all) attention failed=0
+    local size=(--all) attention named failed=0
     [[ -z ${ALL_N:-} ]] || size=(--n "$ALL_N")
-    for attention in sdpa eager; do
+    for attention in default sdpa; do
+        named=()
+        [[ $attention == default ]] || named=(--attn-implementation "$attention")
         run "all-$attention.log" "$PY" bench/pll_bench.py --device "$DEVICE" "${size[@]}" \
             --metrics word_l2r --dtypes bfloat16 --profile-gpu --no-minicons --long-tokens 0 \
-            --attn-implementation "$attention" --out-dir "$RESULTS" --tag "all-$attention" ||
-            failed=1
+            "${named[@]}" --out-dir "$RESULTS" --tag "all-$attention" || failed=1
     done
     return "$failed"
 }
@@ -206,6 +211,10 @@ attention() {
         "${size[@]}" --out-dir "$RESULTS"
 }
 
+kernel() {
+    run kernel.log "$PY" bench/short_attention_gpu.py --out-dir "$RESULTS"
+}
+
 tokenize() {
     local size=()
     [[ -z ${ALL_N:-} ]] || size=(--n "$ALL_N")
@@ -214,17 +223,18 @@ tokenize() {
 
 cuda_tests() {
     run cuda_tests.log "$PY" -m pytest -q -p no:cacheprovider -rs -k cuda \
-        tests/test_runner.py tests/test_architectures.py
+        tests/test_runner.py tests/test_architectures.py tests/test_short_attention.py
 }
 
 # The markdown tables a step wrote, for the summary.
 tables() {
     case $1 in
     sample) ls "$RESULTS"/*-sample.md ;;
-    all) ls "$RESULTS"/*-all-sdpa.md "$RESULTS"/*-all-eager.md ;;
+    all) ls "$RESULTS"/*-all-default.md "$RESULTS"/*-all-sdpa.md ;;
     lm_eval) ls "$RESULTS"/lm_eval-phases.md ;;
     bf16) ls "$RESULTS"/bf16-vs-fp32-*.md ;;
     attention) ls "$RESULTS"/attention-gpu-*.md ;;
+    kernel) ls "$RESULTS"/short-attention-gpu-*.md ;;
     tokenize) ls "$RESULTS"/tokenize-threads-*.md ;;
     esac 2>/dev/null || true
 }

@@ -19,6 +19,7 @@ import torch
 from pll_harness.architectures import max_positions
 from pll_harness.arguments import DTYPE_NAMES
 from pll_harness.models import DEMO_MODEL_DIR, DEMO_MODEL_NAME
+from pll_harness.short_attention import use_short_attention
 
 logger = logging.getLogger(f"lm_eval.{__name__}")
 
@@ -106,7 +107,12 @@ def load_masked_lm(
     device: str | torch.device | None = None,
     device_map: str | dict | None = None,
 ) -> LoadedModel:
-    """``AutoModelForMaskedLM`` plus a fast ``AutoTokenizer`` (slow only if no fast exists)."""
+    """``AutoModelForMaskedLM`` plus a fast ``AutoTokenizer`` (slow only if no fast exists).
+
+    Without an ``attn_implementation``, a model that transformers gives SDPA attention runs
+    on CUDA with the short-sequence kernel where it applies
+    (:func:`pll_harness.short_attention.use_short_attention`); one named, ``"sdpa"``
+    included, is kept."""
     from transformers import AutoModelForMaskedLM, AutoTokenizer
 
     torch_dtype = parse_dtype(dtype)
@@ -153,6 +159,8 @@ def load_masked_lm(
         model = model.to(target)
     else:
         target = next(model.parameters()).device
+    if attn_implementation is None:
+        use_short_attention(model, target)
     if target.type == "cpu":
         warn_if_cpu_is_busy()
     return LoadedModel(model.eval(), tok, target)

@@ -11,10 +11,17 @@ parametrize on ``real_model_dirs()`` and skip when it is empty.
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 from typing import Any
 
 import pytest
+import torch
+
+# Without a GPU, triton interprets its kernels on the CPU (test_short_attention.py); it
+# reads this when it is imported, which nothing has done yet.
+if not torch.cuda.is_available():
+    os.environ.setdefault("TRITON_INTERPRET", "1")
 
 TESTS_DIR = Path(__file__).resolve().parent
 REPO_ROOT = TESTS_DIR.parent

@@ -1,0 +1,119 @@
+"""The short-sequence attention kernel against SDPA's kernels on a GPU, one layer's
+attention at the shapes of BLiMP's batches, and each launch setting of the kernel.
+
+    python bench/short_attention_gpu.py [--out-dir DIR]
+
+For each shape (copies x length, 12 heads of 64, bfloat16, the query, key and value
+strided views of one fused projection, as transformers hands them over), the median of
+``--repeats`` timed calls (CUDA events) after a warm-up: SDPA with the memory-efficient
+kernel (what ``runner.attention_kernels`` picks), with flash, and
+``pll_harness.short_attention.short_attention`` with every (copies per program, warps)
+setting; the setting ``LAUNCH`` picks is starred.  GB/s counts the query, key, value and output
+read or written once.  ``bench/gpu.sh kernel`` runs it.  Writes
+``short-attention-gpu-<machine>-<date>.md``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+from collections.abc import Callable
+from pathlib import Path
+
+import pll_bench
+
+SHAPES = [(65535, 12), (65535, 8), (40000, 20), (30000, 33)]
+"""(copies, length): a typical BLiMP batch at an H100's budget is capped at 65,535 copies."""
+SETTINGS = [(1, 1), (1, 2), (1, 4), (2, 1), (2, 2), (4, 1), (4, 2), (8, 1)]
+"""(copies per program, warps): LAUNCH's choices and their neighbours."""
+HEADS, SIZE = 12, 64
+
+
+def timed(function, repeats: int) -> float:
+    import torch
+
+    function()
+    torch.cuda.synchronize()
+    times = []
+    for _ in range(repeats):
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        start.record()
+        function()
+        end.record()
+        end.synchronize()
+        times.append(start.elapsed_time(end) / 1000)
+    return statistics.median(times)
+
+
+def one_shape(copies: int, length: int, repeats: int) -> dict[str, str]:
+    """Each kernel's cell, ms (GB/s), for one batch shape."""
+    import torch
+    from torch.nn.attention import SDPBackend, sdpa_kernel
+
+    from pll_harness import short_attention as short
+
+    fused = torch.randn(copies, length, 3, HEADS, SIZE, device="cuda", dtype=torch.bfloat16)
+    query, key, value = (fused[:, :, i].transpose(1, 2) for i in range(3))
+    moved = 4 * copies * length * HEADS * SIZE * 2
+    scale = SIZE**-0.5
+
+    def sdpa(backend: SDPBackend) -> Callable[[], object]:
+        def call() -> object:
+            with sdpa_kernel([backend]):
+                return torch.nn.functional.scaled_dot_product_attention(query, key, value)
+
+        return call
+
+    def ours(setting: tuple[int, int]) -> Callable[[], object]:
+        return lambda: short.short_attention(query, key, value, scale, setting)
+
+    choices = {
+        "SDPA memory-efficient": sdpa(SDPBackend.EFFICIENT_ATTENTION),
+        "SDPA flash": sdpa(SDPBackend.FLASH_ATTENTION),
+    }
+    default = short.LAUNCH[short.padded_length(length)]
+    for setting in SETTINGS:
+        choices[f"short, {setting[0]} copies x {setting[1]} warps"] = ours(setting)
+    difference = (ours(default)().transpose(1, 2) - sdpa(SDPBackend.EFFICIENT_ATTENTION)()).abs()
+    print(f"{copies} x {length}: largest difference to SDPA {difference.max().item():.3g}")
+    cells = {}
+    for name, function in choices.items():
+        try:
+            seconds = timed(function, repeats)
+            cells[name] = f"{seconds * 1000:.2f} ({moved / seconds / 1e9:.0f})"
+            if name == f"short, {default[0]} copies x {default[1]} warps":
+                cells[name] += " *"
+        except RuntimeError as error:
+            cells[name] = f"failed: {str(error)[:40]}"
+        print(f"  {name}: {cells[name]}")
+    return cells
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--repeats", type=int, default=10)
+    parser.add_argument("--out-dir", type=Path, default=pll_bench.REPO_ROOT / "bench" / "results")
+    args = parser.parse_args()
+
+    import torch
+
+    rows: dict[str, list[str]] = {}
+    for copies, length in SHAPES:
+        for name, cell in one_shape(copies, length, args.repeats).items():
+            rows.setdefault(name, []).append(cell)
+    lines = [
+        f"# Short-sequence attention against SDPA: {torch.cuda.get_device_name()}",
+        "",
+        f"- one layer's attention, {HEADS} heads of {SIZE}, bfloat16; median of "
+        f"{args.repeats} calls; ms (GB/s); *: the setting LAUNCH picks",
+        "",
+        "| kernel | " + " | ".join(f"{copies} x {length}" for copies, length in SHAPES) + " |",
+        "| --- |" + " ---: |" * len(SHAPES),
+        *(f"| {name} | " + " | ".join(cells) + " |" for name, cells in rows.items()),
+    ]
+    print("\n".join(lines))
+    pll_bench.write_lines(args.out_dir, "short-attention-gpu", lines, device="cuda")
+
+
+if __name__ == "__main__":
+    main()

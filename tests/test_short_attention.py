@@ -1,0 +1,182 @@
+"""The short-sequence attention kernel (``pll_harness.short_attention``) computes what SDPA
+computes, and is used exactly where it may be.
+
+Without a GPU, triton interprets the kernel on the CPU (``TRITON_INTERPRET``, set in
+conftest.py before anything imports triton), so these tests run the kernel's own code
+everywhere; the test named ``cuda`` compiles it for the GPU where there is one.
+Tolerances, relative to the largest output: float32 1e-5 (the interpreter's products are
+exact float32; against SDPA's float32 logits, after two layers), float16 2e-3 and bfloat16
+2**-6 (against float64 attention: the output's rounding, a few units in its last place).
+"""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from test_architectures import CASES, tiny_model, tokens
+
+from pll_harness import PLLScorer
+from pll_harness import short_attention as short
+
+triton = pytest.importorskip("triton")
+
+TOLERANCE = {torch.float32: 1e-5, torch.float16: 2e-3, torch.bfloat16: 2**-6}
+SENTENCES = ["The cat sat on the mat.", "A souvenir was bought.", "Dogs bark"]
+
+
+def fused_inputs(copies: int, heads: int, length: int, size: int, dtype: torch.dtype):
+    """Query, key and value as transformers hands them over: ``[copies, heads, length,
+    size]`` views, with strides, of one projection's ``[copies, length, 3, heads, size]``."""
+    torch.manual_seed(copies * 1000 + length)
+    fused = torch.randn(copies, length, 3, heads, size).to(dtype)
+    return tuple(fused[:, :, i].transpose(1, 2) for i in range(3))
+
+
+def attention_in_float64(query, key, value, scale):
+    scores = query.double() @ key.double().transpose(-1, -2) * scale
+    return (scores.softmax(-1) @ value.double()).transpose(1, 2)
+
+
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16, torch.float32])
+@pytest.mark.parametrize(
+    ("copies", "heads", "length", "size"),
+    [
+        (5, 3, 12, 64),  # BLiMP's typical copy, padded to 16 inside the kernel
+        (3, 2, 1, 32),  # a single token
+        (7, 2, 33, 64),  # BLiMP's longest; copies not a multiple of a program's
+        (2, 4, 64, 64),  # the longest the kernel takes
+        (9, 2, 17, 16),  # just past a tile, the smallest head size
+    ],
+)
+def test_the_kernel_equals_attention_in_float64(copies, heads, length, size, dtype):
+    query, key, value = fused_inputs(copies, heads, length, size, dtype)
+    scale = size**-0.5
+    out = short.short_attention(query, key, value, scale)
+    expected = attention_in_float64(query, key, value, scale)
+    assert out.shape == (copies, length, heads, size)
+    assert out.dtype == dtype
+    error = (out.double() - expected).abs().max().item()
+    assert error <= TOLERANCE[dtype] * expected.abs().max().item()
+
+
+def taken(**change) -> bool:
+    """Whether the kernel takes a call like a BERT layer's on CUDA, with ``change`` made."""
+    shape = change.pop("shape", (4, 2, 12, 64))
+    dtype = change.pop("dtype", torch.bfloat16)
+    key_shape = change.pop("key_shape", shape)
+    query = torch.empty(shape, dtype=dtype)
+    key = value = torch.empty(key_shape, dtype=dtype)
+    call = {"attention_mask": None, "dropout": 0.0, "is_causal": False, "kwargs": {}, **change}
+    return short.kernel_takes(query, key, value, **call)
+
+
+def test_the_kernel_takes_only_calls_it_computes_as_sdpa_does(monkeypatch):
+    monkeypatch.setattr(short, "KERNEL_DEVICES", ("cpu",))
+    assert taken()
+    assert taken(dtype=torch.float16)
+    assert taken(shape=(4, 2, 64, 16))
+    assert taken(kwargs={"sliding_window": None, "position_bias": None})
+    assert not taken(dtype=torch.float32)
+    assert not taken(attention_mask=torch.zeros(4, 1, 12, 12))
+    assert not taken(dropout=0.1)
+    assert not taken(is_causal=True)
+    for name in ("position_bias", "sliding_window", "softcap", "s_aux"):
+        assert not taken(kwargs={name: 1})
+    assert not taken(key_shape=(4, 1, 12, 64))  # grouped key-value heads
+    assert not taken(shape=(4, 2, short.MAX_LENGTH + 1, 64))
+    assert not taken(shape=(4, 2, 12, 8))
+    assert not taken(shape=(4, 2, 12, 48))
+    monkeypatch.setattr(short, "KERNEL_DEVICES", ("cuda",))
+    assert not taken()  # a CPU tensor
+    monkeypatch.setattr(short, "KERNEL_DEVICES", ("cpu",))
+    monkeypatch.setattr(short, "_kernel", lambda: None)  # no triton
+    assert not taken()
+
+
+@pytest.fixture
+def kernel_calls(monkeypatch):
+    """The kernel runs on the CPU tensors of the tests in float32 too (where the
+    interpreter's products are exact), and each call's query shape is recorded."""
+    monkeypatch.setattr(short, "KERNEL_DEVICES", ("cuda", "cpu"))
+    monkeypatch.setattr(short, "KERNEL_DTYPES", (torch.float32, *short.KERNEL_DTYPES))
+    calls: list[tuple[int, ...]] = []
+    kernel = short.short_attention
+
+    def recorded(query, *args):
+        calls.append(tuple(query.shape))
+        return kernel(query, *args)
+
+    monkeypatch.setattr(short, "short_attention", recorded)
+    return calls
+
+
+@pytest.mark.parametrize(("architecture", "variant"), CASES)
+def test_every_architecture_attends_as_with_sdpa(architecture, variant, kernel_calls):
+    model = tiny_model(architecture, variant)
+    input_ids = tokens(3, 11)
+    implementation = model.config._attn_implementation
+    with torch.no_grad():
+        expected = model(input_ids=input_ids).logits
+        switched = short.use_short_attention(model, torch.device("cpu"))
+        logits = model(input_ids=input_ids).logits
+    assert switched == (implementation == "sdpa")
+    assert model.config._attn_implementation == (short.SHORT_SDPA if switched else implementation)
+    assert bool(kernel_calls) == switched
+    assert (logits - expected).abs().max() <= TOLERANCE[torch.float32] * expected.abs().max()
+
+
+def test_a_sliding_window_layer_stays_on_sdpa(kernel_calls):
+    """ModernBERT's local layers attend within a window narrower than the input: SDPA
+    gets their mask, the kernel only the global layer."""
+    model = tiny_model("ModernBertForMaskedLM", "sliding_last")
+    assert short.use_short_attention(model, torch.device("cpu"))
+    with torch.no_grad():
+        model(input_ids=tokens(3, 11))
+    assert len(kernel_calls) == 1
+
+
+def test_other_attention_and_devices_are_left_alone(monkeypatch):
+    eager = tiny_model("BertForMaskedLM", "base")
+    eager.set_attn_implementation("eager")
+    assert not short.use_short_attention(eager, torch.device("cuda"))
+    assert eager.config._attn_implementation == "eager"
+    on_cpu = tiny_model("BertForMaskedLM", "base")
+    assert not short.use_short_attention(on_cpu, torch.device("cpu"))
+    assert on_cpu.config._attn_implementation == "sdpa"
+    monkeypatch.setattr(short, "_kernel", lambda: None)  # no triton
+    assert not short.use_short_attention(on_cpu, torch.device("cuda"))
+    assert on_cpu.config._attn_implementation == "sdpa"
+
+
+def test_the_loader_switches_sdpa_models_and_they_score_as_before(tiny_bert_dir, kernel_calls):
+    ours = PLLScorer.from_pretrained(tiny_bert_dir, device="cpu")
+    assert ours.model.config._attn_implementation == short.SHORT_SDPA
+    sdpa = PLLScorer.from_pretrained(tiny_bert_dir, device="cpu", attn_implementation="sdpa")
+    assert sdpa.model.config._attn_implementation == "sdpa"  # a named choice is kept
+    expected = [score.logprob for score in sdpa.score(SENTENCES)]
+    assert kernel_calls == []
+    got = [score.logprob for score in ours.score(SENTENCES)]
+    assert kernel_calls
+    assert got == pytest.approx(expected, abs=1e-5)
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+def test_cuda_scores_with_the_kernel_equal_sdpa_scores(tiny_bert_dir, caplog):
+    """Compiled for the GPU (ahead, at loading): in bfloat16 the scorer's model uses the
+    kernel, and its scores equal SDPA's within bfloat16 rounding (0.05 nats a sentence of a
+    few tokens)."""
+    ours = PLLScorer.from_pretrained(tiny_bert_dir, device="cuda", dtype="bfloat16")
+    assert "Could not compile" not in caplog.text
+    assert ours.model.config._attn_implementation == short.SHORT_SDPA
+    sdpa = PLLScorer.from_pretrained(
+        tiny_bert_dir, device="cuda", dtype="bfloat16", attn_implementation="sdpa"
+    )
+    expected = [score.logprob for score in sdpa.score(SENTENCES * 50)]
+    got = [score.logprob for score in ours.score(SENTENCES * 50)]
+    assert got == pytest.approx(expected, abs=0.05)
+    query, key, value = fused_inputs(1000, 12, 12, 64, torch.bfloat16)
+    query, key, value = (tensor.cuda() for tensor in (query, key, value))
+    out = short.short_attention(query, key, value, 0.125)
+    expected = attention_in_float64(query, key, value, 0.125)
+    error = (out.double() - expected).abs().max().item()
+    assert error <= TOLERANCE[torch.bfloat16] * expected.abs().max().item()
