@@ -1,5 +1,5 @@
 """The short-sequence attention kernel against SDPA's kernels on a GPU, one layer's
-attention at the shapes of BLiMP's batches, and each launch setting of the kernel.
+attention at the shapes of BLiMP's batches.
 
     python bench/short_attention_gpu.py [--out-dir DIR]
 
@@ -7,8 +7,7 @@ For each shape (copies x length, 12 heads of 64, bfloat16, the query, key and va
 strided views of one fused projection, as transformers hands them over), the median of
 ``--repeats`` timed calls (CUDA events) after a warm-up: SDPA with the memory-efficient
 kernel (what ``runner.attention_kernels`` picks), with flash, and
-``pll_harness.short_attention.short_attention`` with every (copies per program, warps)
-setting; the setting ``LAUNCH`` picks is starred.  GB/s counts the query, key, value and output
+``pll_harness.short_attention.short_attention``.  GB/s counts the query, key, value and output
 read or written once.  ``bench/gpu.sh kernel`` runs it.  Writes
 ``short-attention-gpu-<machine>-<date>.md``.
 """
@@ -22,10 +21,9 @@ from pathlib import Path
 
 import pll_bench
 
-SHAPES = [(65535, 12), (65535, 8), (40000, 20), (30000, 33)]
-"""(copies, length): a typical BLiMP batch at an H100's budget is capped at 65,535 copies."""
-SETTINGS = [(1, 1), (1, 2), (1, 4), (2, 1), (2, 2), (4, 1), (4, 2), (8, 1)]
-"""(copies per program, warps): LAUNCH's choices and their neighbours."""
+SHAPES = [(65535, 8), (65535, 12), (65535, 16), (40000, 20), (40000, 24), (32000, 32)]
+"""(copies, length): a BLiMP batch at an H100's budget is capped at 65,535 copies; 32 tokens
+is the longest the kernel takes (``MAX_LENGTH``)."""
 HEADS, SIZE = 12, 64
 
 
@@ -64,25 +62,21 @@ def one_shape(copies: int, length: int, repeats: int) -> dict[str, str]:
 
         return call
 
-    def ours(setting: tuple[int, int]) -> Callable[[], object]:
-        return lambda: short.short_attention(query, key, value, scale, setting)
+    def ours() -> object:
+        return short.short_attention(query, key, value, scale)
 
     choices = {
         "SDPA memory-efficient": sdpa(SDPBackend.EFFICIENT_ATTENTION),
         "SDPA flash": sdpa(SDPBackend.FLASH_ATTENTION),
+        "short-sequence kernel": ours,
     }
-    default = short.LAUNCH[short.padded_length(length)]
-    for setting in SETTINGS:
-        choices[f"short, {setting[0]} copies x {setting[1]} warps"] = ours(setting)
-    difference = (ours(default)().transpose(1, 2) - sdpa(SDPBackend.EFFICIENT_ATTENTION)()).abs()
+    difference = (ours().transpose(1, 2) - sdpa(SDPBackend.EFFICIENT_ATTENTION)()).abs()
     print(f"{copies} x {length}: largest difference to SDPA {difference.max().item():.3g}")
     cells = {}
     for name, function in choices.items():
         try:
             seconds = timed(function, repeats)
             cells[name] = f"{seconds * 1000:.2f} ({moved / seconds / 1e9:.0f})"
-            if name == f"short, {default[0]} copies x {default[1]} warps":
-                cells[name] += " *"
         except RuntimeError as error:
             cells[name] = f"failed: {str(error)[:40]}"
         print(f"  {name}: {cells[name]}")
@@ -105,7 +99,7 @@ def main() -> None:
         f"# Short-sequence attention against SDPA: {torch.cuda.get_device_name()}",
         "",
         f"- one layer's attention, {HEADS} heads of {SIZE}, bfloat16; median of "
-        f"{args.repeats} calls; ms (GB/s); *: the setting LAUNCH picks",
+        f"{args.repeats} calls; ms (GB/s)",
         "",
         "| kernel | " + " | ".join(f"{copies} x {length}" for copies, length in SHAPES) + " |",
         "| --- |" + " ---: |" * len(SHAPES),

@@ -4,10 +4,10 @@ Every batch holds masked copies of one length, most of them under 20 tokens (BLi
 longest is 33), and no padding.  SDPA's kernels are built for long sequences: on an H100
 (torch 2.11, bf16, random-weight bert-base, all of BLiMP) the memory-efficient kernel, the
 fastest of them there, took 1.9 s of the run's 8.2 s of GPU time in tiles of 64 queries,
-for sequences of about 12 tokens (bench/README.md).  The kernel here gives one program a
-few copies of one head, each copy's whole ``[length, length]`` score matrix held in
-registers: it reads the queries, keys and values once and writes the output once, which
-at these lengths is all attention costs.
+for sequences of about 12 tokens (bench/README.md).  The kernel here gives one program one
+copy and head, the copy's whole ``[length, length]`` score matrix held in registers: it
+reads the queries, keys and values once and writes the output once, which at these
+lengths is all attention costs.
 
 It is one more kernel of SDPA, not another attention: :data:`SHORT_SDPA` is registered
 with transformers' attention and mask interfaces, masks are made as for SDPA, and every
@@ -31,17 +31,20 @@ logger = logging.getLogger(f"lm_eval.{__name__}")
 SHORT_SDPA = "pll_sdpa_short"
 """The attention implementation's name in transformers' registries."""
 
-MAX_LENGTH = 64
-"""Longest sequence the kernel takes: its ``[length, length]`` scores stay in registers."""
+MAX_LENGTH = 32
+"""Longest sequence the kernel takes.  On an H100, one layer's attention in bf16 (12 heads of
+64, ``bench/short_attention_gpu.py``): at 16, 24 and 32 tokens the kernel took 2.85, 3.65
+and 3.58 ms against the memory-efficient kernel's 8.39, 5.24 and 4.38; at 33 tokens, padded
+to 64, its best took 7.50 ms against 4.24 (bench/README.md)."""
+
+PADDED_LENGTHS = (16, 32)
+"""The kernel's tile heights: triton's products take 16 rows and up, in powers of two."""
 
 KERNEL_DEVICES = ("cuda",)
 """Device types the kernel runs on (tests add the CPU, where triton interprets it)."""
 
 KERNEL_DTYPES = (torch.bfloat16, torch.float16)
-"""float32 stays on SDPA: the kernel's products would round through TF32."""
-
-LAUNCH = {16: (4, 1), 32: (2, 2), 64: (1, 4)}
-"""Padded length: (copies per program, warps per program)."""
+"""float32 stays on SDPA: the kernel's products would round it through TF32."""
 
 _UNTAKEN_KWARGS = ("position_bias", "sliding_window", "softcap", "s_aux")
 """Arguments some architectures pass to the attention function that the kernel does not
@@ -50,22 +53,25 @@ implement: a call with any of them set goes to SDPA."""
 
 @functools.cache
 def _kernel() -> Any:
-    """The triton kernel, compiled on first use; None where triton is not installed."""
+    """The triton kernel, compiled on first use; None where triton is not installed.
+
+    One program per copy and head, with one warp: on an H100 that took 2.46 ms for a layer
+    of 65,535 copies of 12 tokens, against 3.03-5.93 ms for two to eight copies a program
+    or more warps (bench/results/gpu-h100-2026-11-26/)."""
     try:
         import triton
         import triton.language as tl
     except ImportError:
         return None
 
-    # Counts and strides are plain arguments: specialized on their values (divisible by
+    # Lengths and strides are plain arguments: specialized on their values (divisible by
     # 16, equal to 1), new batch shapes would compile the kernel anew, each for a second.
-    @triton.jit(do_not_specialize=[4, 5, *range(7, 19)])
+    @triton.jit(do_not_specialize=[4, *range(6, 18)])
     def short_attention(
         q,
         k,
         v,
         out,
-        n_copies,
         length,
         scale,
         q_copy,
@@ -82,70 +88,58 @@ def _kernel() -> Any:
         out_row,
         PADDED: tl.constexpr,
         SIZE: tl.constexpr,
-        COPIES: tl.constexpr,
     ):
+        copy = tl.program_id(0).to(tl.int64)
         head = tl.program_id(1)
         rows = tl.arange(0, PADDED)
         cols = tl.arange(0, SIZE)
         real = rows < length
-        for i in tl.static_range(COPIES):
-            copy = (tl.program_id(0) * COPIES + i).to(tl.int64)
-            live = real & (copy < n_copies)
-            at = rows[:, None] * q_row + cols[None, :]
-            query = tl.load(q + copy * q_copy + head * q_head + at, mask=live[:, None], other=0.0)
-            at = rows[:, None] * k_row + cols[None, :]
-            key = tl.load(k + copy * k_copy + head * k_head + at, mask=live[:, None], other=0.0)
-            at = rows[:, None] * v_row + cols[None, :]
-            value = tl.load(v + copy * v_copy + head * v_head + at, mask=live[:, None], other=0.0)
-            # float32 operands: bfloat16 and float16 values are exact in the TF32 products
-            # they get, and triton's interpreter (the CPU tests) multiplies bfloat16 wrongly.
-            scores = tl.dot(query.to(tl.float32), tl.trans(key.to(tl.float32))) * scale
-            scores = tl.where(real[None, :], scores, float("-inf"))
-            weights = tl.exp(scores - tl.max(scores, 1)[:, None])
-            total = tl.sum(weights, 1)
-            rounded = weights.to(value.dtype).to(tl.float32)
-            mixed = tl.dot(rounded, value.to(tl.float32)) / total[:, None]
-            at = rows[:, None] * out_row + cols[None, :]
-            tl.store(
-                out + copy * out_copy + head * out_head + at,
-                mixed.to(out.dtype.element_ty),
-                mask=live[:, None],
-            )
+        at = rows[:, None] * q_row + cols[None, :]
+        query = tl.load(q + copy * q_copy + head * q_head + at, mask=real[:, None], other=0.0)
+        at = rows[:, None] * k_row + cols[None, :]
+        key = tl.load(k + copy * k_copy + head * k_head + at, mask=real[:, None], other=0.0)
+        at = rows[:, None] * v_row + cols[None, :]
+        value = tl.load(v + copy * v_copy + head * v_head + at, mask=real[:, None], other=0.0)
+        # float32 operands: bfloat16 and float16 values are exact in the TF32 products they
+        # get, and triton's interpreter (the CPU tests) multiplies bfloat16 wrongly.
+        scores = tl.dot(query.to(tl.float32), tl.trans(key.to(tl.float32))) * scale
+        scores = tl.where(real[None, :], scores, float("-inf"))
+        weights = tl.exp(scores - tl.max(scores, 1)[:, None])
+        total = tl.sum(weights, 1)
+        rounded = weights.to(value.dtype).to(tl.float32)
+        mixed = tl.dot(rounded, value.to(tl.float32)) / total[:, None]
+        at = rows[:, None] * out_row + cols[None, :]
+        tl.store(
+            out + copy * out_copy + head * out_head + at,
+            mixed.to(out.dtype.element_ty),
+            mask=real[:, None],
+        )
 
     return short_attention
 
 
 def padded_length(length: int) -> int:
-    """The kernel's tile height for ``length`` tokens (triton's products take 16 and up)."""
-    return max(16, 1 << (length - 1).bit_length())
+    """The kernel's tile height for ``length`` tokens."""
+    return next(padded for padded in PADDED_LENGTHS if padded >= length)
 
 
 def short_attention(
-    query: torch.Tensor,
-    key: torch.Tensor,
-    value: torch.Tensor,
-    scale: float,
-    launch: tuple[int, int] | None = None,
+    query: torch.Tensor, key: torch.Tensor, value: torch.Tensor, scale: float
 ) -> torch.Tensor:
     """softmax(query keyᵀ · scale) value for ``[copies, heads, length, size]`` inputs of any
-    strides, as ``[copies, length, heads, size]`` (the layout transformers' attention
-    functions return).  Scores and the softmax are float32; the weights are rounded to the
-    inputs' dtype before they multiply the values, as in SDPA's fused kernels.  ``launch``
-    (copies per program, warps) overrides :data:`LAUNCH`, for ``bench/short_attention_gpu.py``
-    to compare."""
+    strides and at most MAX_LENGTH tokens, as ``[copies, length, heads, size]`` (the layout
+    transformers' attention functions return).  Scores and the softmax are float32; the
+    weights are rounded to the inputs' dtype before they multiply the values, as in SDPA's
+    fused kernels."""
     copies, heads, length, size = query.shape
-    padded = padded_length(length)
-    per_program, warps = launch or LAUNCH[padded]
     out = torch.empty(copies, length, heads, size, dtype=query.dtype, device=query.device)
-    grid = (-(-copies // per_program), heads)
     # triton launches on the current device; under device_map, layers sit on several.
     with torch.cuda.device(query.device) if query.is_cuda else contextlib.nullcontext():
-        _kernel()[grid](
+        _kernel()[(copies, heads)](
             query,
             key,
             value,
             out,
-            copies,
             length,
             scale,
             *query.stride()[:3],
@@ -154,10 +148,9 @@ def short_attention(
             out.stride(0),
             out.stride(2),
             out.stride(1),
-            PADDED=padded,
+            PADDED=padded_length(length),
             SIZE=size,
-            COPIES=per_program,
-            num_warps=warps,
+            num_warps=1,
         )
     return out
 
@@ -271,16 +264,7 @@ def compile_ahead(dtype: torch.dtype, size: int) -> None:
     than in the first run that reaches each length."""
     if not 16 <= size <= 128 or size & (size - 1):
         return
-    for padded, (per_program, warps) in LAUNCH.items():
+    for padded in PADDED_LENGTHS:
         _kernel().warmup(
-            *[dtype] * 4,
-            0,
-            0,
-            1.0,
-            *[0] * 12,
-            PADDED=padded,
-            SIZE=size,
-            COPIES=per_program,
-            num_warps=warps,
-            grid=(1,),
+            *[dtype] * 4, 0, 1.0, *[0] * 12, PADDED=padded, SIZE=size, num_warps=1, grid=(1,)
         )

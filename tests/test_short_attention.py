@@ -43,8 +43,8 @@ def attention_in_float64(query, key, value, scale):
     [
         (5, 3, 12, 64),  # BLiMP's typical copy, padded to 16 inside the kernel
         (3, 2, 1, 32),  # a single token
-        (7, 2, 33, 64),  # BLiMP's longest; copies not a multiple of a program's
-        (2, 4, 64, 64),  # the longest the kernel takes
+        (7, 2, 20, 64),  # padded to 32
+        (2, 4, 32, 64),  # the longest the kernel takes
         (9, 2, 17, 16),  # just past a tile, the smallest head size
     ],
 )
@@ -74,7 +74,7 @@ def test_the_kernel_takes_only_calls_it_computes_as_sdpa_does(monkeypatch):
     monkeypatch.setattr(short, "KERNEL_DEVICES", ("cpu",))
     assert taken()
     assert taken(dtype=torch.float16)
-    assert taken(shape=(4, 2, 64, 16))
+    assert taken(shape=(4, 2, short.MAX_LENGTH, 16))
     assert taken(kwargs={"sliding_window": None, "position_bias": None})
     assert not taken(dtype=torch.float32)
     assert not taken(attention_mask=torch.zeros(4, 1, 12, 12))
