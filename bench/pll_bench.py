@@ -321,6 +321,54 @@ def _timed_score(scorer: Any, texts: list[str], device: str, torch: Any) -> tupl
     return time.perf_counter() - start, results
 
 
+def _timeline_score(scorer: Any, texts: list[str], torch: Any) -> tuple[float, Any, dict]:
+    """:func:`_timed_score` on CUDA, with when the host began each batch and when the GPU
+    finished it (a CUDA event recorded behind it), for :func:`gpu_idle`."""
+    runner = scorer.runner
+    score_batch = runner._score_batch
+    begun: list[float] = []
+    finished: list[Any] = []
+
+    def timed_batch(*args: Any) -> None:
+        begun.append(time.perf_counter())
+        score_batch(*args)
+        finished.append(torch.cuda.Event(enable_timing=True))
+        finished[-1].record()
+
+    torch.cuda.synchronize()
+    torch.cuda.reset_peak_memory_stats()
+    origin = torch.cuda.Event(enable_timing=True)
+    start = time.perf_counter()
+    origin.record()
+    runner._score_batch = timed_batch
+    try:
+        results = scorer.score(texts)
+        torch.cuda.synchronize()
+    finally:
+        del runner._score_batch
+    wall = time.perf_counter() - start
+    ends = [origin.elapsed_time(event) / 1000 for event in finished]
+    return wall, results, gpu_idle([t - start for t in begun], ends, wall)
+
+
+def gpu_idle(begun: list[float], finished: list[float], wall: float) -> dict[str, Any]:
+    """Seconds the GPU waited for the host in a run whose batch k the host began at
+    ``begun[k]`` and the GPU finished at ``finished[k]`` (seconds from the run's start, on
+    one clock): before the first batch, between batches (the GPU done with batch k-1 before
+    the host began batch k) and after the last (assembling).  A batch's kernels are
+    launched a little after the host begins it, so these are lower bounds."""
+    gaps = [max(0.0, b - f) for b, f in zip(begun[1:], finished[:-1], strict=True)]
+    largest = sorted(range(len(gaps)), key=gaps.__getitem__, reverse=True)[:5]
+    return {
+        "wall": wall,
+        "batches": len(begun),
+        "before_first": begun[0] if begun else wall,
+        "between": sum(gaps),
+        "after_last": wall - finished[-1] if finished else 0.0,
+        "largest_gaps": [[k + 1, gaps[k], begun[k + 1]] for k in largest if gaps[k] > 0],
+    }
+
+
 def worker_ours(spec: dict[str, Any]) -> dict[str, Any]:
     import torch
 
@@ -332,9 +380,15 @@ def worker_ours(spec: dict[str, Any]) -> dict[str, Any]:
     rss_loaded = _current_rss_mb()
     scorer.score(texts[:WARMUP_SENTENCES])
     rss_warm = _current_rss_mb()
-    seconds, results = _timed_score(scorer, texts, spec["device"], torch)
+    timeline = None
+    if spec["device"].startswith("cuda") and spec.get("profile_gpu"):
+        seconds, results, timeline = _timeline_score(scorer, texts, torch)
+    else:
+        seconds, results = _timed_score(scorer, texts, spec["device"], torch)
     peak = {"peak_rss_mb": _peak_rss_mb(), **_cuda_stats(torch, spec["device"])}
     phases, copies = _phases(scorer, texts, spec["device"], torch, spec.get("profile_gpu"))
+    if timeline is not None:
+        phases["gpu_idle"] = timeline
     specials = scorer.specials.count
     out = {
         "engine": "ours",
@@ -899,6 +953,19 @@ def markdown(report: dict[str, Any]) -> str:
                 f"{_cell(p.get('answers'), '.2f')} | {p['batches']} | {p['copies']} | "
                 f"{p['tokens']} | {_cell(busy and 100 * busy, '.0f')}{'%' if busy else ''} |"
             )
+    for row in (row for row in phased if row["phases"].get("gpu_idle")):
+        idle = row["phases"]["gpu_idle"]
+        largest = ", ".join(
+            f"{gap:.3f} s before batch {k} (at {at:.2f} s)" for k, gap, at in idle["largest_gaps"]
+        )
+        lines += [
+            "",
+            f"GPU waiting for the host in the timed `score()` ({row['metric']}, {row['dtype']}; "
+            f"host start of each of its {idle['batches']} batches against a CUDA event behind "
+            f"it, lower bounds): {idle['before_first']:.2f} s before the first batch, "
+            f"{idle['between']:.2f} s between batches, {idle['after_last']:.2f} s after the "
+            f"last, of {idle['wall']:.2f} s. Largest gaps: {largest or 'none'}.",
+        ]
     for row in (row for row in phased if row["phases"].get("gpu_top_kernels")):
         lines += [
             "",

@@ -18,6 +18,8 @@ import os
 import shutil
 import subprocess
 import sys
+import time
+import types
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from threading import Event
@@ -261,6 +263,49 @@ def test_pll_bench_report_lists_the_profiled_gpu_kernels():
     text = pll_bench.markdown(report)
     assert "| 99% |" in text
     assert "| `ampere_bf16_s16816gemm` | 4.250 |" in text
+
+
+def test_pll_bench_gpu_idle_counts_the_host_gaps_between_batches():
+    """Batch 2 begins 0.5 s after the GPU finished batch 1, batch 3 while batch 2 runs."""
+    idle = _load_pll_bench().gpu_idle([0.25, 1.0, 2.0, 2.5], [1.0, 1.5, 3.0, 3.5], 4.0)
+    assert idle["before_first"] == 0.25
+    assert idle["between"] == pytest.approx(0.5)
+    assert idle["after_last"] == pytest.approx(0.5)
+    assert idle["largest_gaps"] == [[2, pytest.approx(0.5), 2.0]]
+
+
+def test_pll_bench_times_each_batch_of_the_timed_score_and_reports_the_gaps():
+    """The timeline wraps the runner's batches for one ``score()`` and unwraps them after;
+    here a stand-in for torch.cuda whose events complete when recorded, on the CPU."""
+    pll_bench = _load_pll_bench()
+
+    class RecordedEvent:
+        def __init__(self, enable_timing: bool = False) -> None:
+            self.at = 0.0
+
+        def record(self) -> None:
+            self.at = time.perf_counter()
+
+        def elapsed_time(self, other: RecordedEvent) -> float:
+            return (other.at - self.at) * 1000
+
+    cuda = types.SimpleNamespace(
+        Event=RecordedEvent, synchronize=lambda: None, reset_peak_memory_stats=lambda: None
+    )
+    from pll_harness import PLLScorer
+
+    scorer = PLLScorer.from_pretrained(str(TINY_BERT_DIR), device="cpu", max_batch_tokens=64)
+    texts = ["The hooligan wrecked the souvenir.", "Dogs bark.", "A cat sat on the mat."]
+    wall, results, idle = pll_bench._timeline_score(scorer, texts, types.SimpleNamespace(cuda=cuda))
+    assert [r.logprob for r in results] == [r.logprob for r in scorer.score(texts)]
+    assert "_score_batch" not in vars(scorer.runner)
+    assert idle["batches"] > 1 and 0 < idle["before_first"] < wall
+    assert 0 <= idle["between"] < wall and 0 < idle["after_last"] < wall
+    report = json.loads(
+        (REPO_ROOT / "bench" / "results" / "amd-epyc-2cpu-2026-11-23-nano-all.json").read_text()
+    )
+    report["rows"][0]["phases"]["gpu_idle"] = idle
+    assert f"between batches, {idle['after_last']:.2f} s after" in pll_bench.markdown(report)
 
 
 def test_pll_bench_prints_the_baselines_steps_beside_ours(monkeypatch):
