@@ -11,10 +11,11 @@ lengths is all attention costs.
 
 It is one more kernel of SDPA, not another attention: :data:`SHORT_SDPA` is registered
 with transformers' attention and mask interfaces, masks are made as for SDPA, and every
-call the kernel does not take (a mask, dropout, causal or sliding-window attention, a
-position bias, grouped key-value heads, a sequence over :data:`MAX_LENGTH`, float32, a
-device other than CUDA, no triton) goes to transformers' own SDPA function, under the
-kernel choice of :func:`pll_harness.runner.attention_kernels`.
+call the kernel does not take (a mask, for padding or for a sliding window narrower than
+the sequence; dropout; causal attention; a position bias; grouped key-value heads; a
+sequence over :data:`MAX_LENGTH`; float32; a device other than CUDA; no triton) goes to
+transformers' own SDPA function, under the kernel choice of
+:func:`pll_harness.runner.attention_kernels`.
 """
 
 from __future__ import annotations
@@ -46,9 +47,12 @@ KERNEL_DEVICES = ("cuda",)
 KERNEL_DTYPES = (torch.bfloat16, torch.float16)
 """float32 stays on SDPA: the kernel's products would round it through TF32."""
 
-_UNTAKEN_KWARGS = ("position_bias", "sliding_window", "softcap", "s_aux")
-"""Arguments some architectures pass to the attention function that the kernel does not
-implement: a call with any of them set goes to SDPA."""
+_UNTAKEN_KWARGS = ("position_bias", "softcap", "s_aux")
+"""Arguments some architectures pass to the attention function that change what SDPA
+computes and the kernel does not implement: a call with any of them set goes to SDPA.
+``sliding_window`` is not one: SDPA attends within a window through the mask alone, which
+is None where the window spans the whole sequence (ModernBERT's local layers, whose
+windows of 128 span every sequence the kernel takes)."""
 
 
 @functools.cache
@@ -126,11 +130,11 @@ def padded_length(length: int) -> int:
 def short_attention(
     query: torch.Tensor, key: torch.Tensor, value: torch.Tensor, scale: float
 ) -> torch.Tensor:
-    """softmax(query keyᵀ · scale) value for ``[copies, heads, length, size]`` inputs of any
-    strides and at most MAX_LENGTH tokens, as ``[copies, length, heads, size]`` (the layout
-    transformers' attention functions return).  Scores and the softmax are float32; the
-    weights are rounded to the inputs' dtype before they multiply the values, as in SDPA's
-    fused kernels."""
+    """softmax(query keyᵀ · scale) value for ``[copies, heads, length, size]`` inputs of at
+    most MAX_LENGTH tokens and any strides but a last one of 1, as ``[copies, length, heads,
+    size]`` (the layout transformers' attention functions return).  Scores and the softmax
+    are float32; the weights are rounded to the inputs' dtype before they multiply the
+    values, as in SDPA's fused kernels."""
     copies, heads, length, size = query.shape
     out = torch.empty(copies, length, heads, size, dtype=query.dtype, device=query.device)
     # triton launches on the current device; under device_map, layers sit on several.
@@ -176,6 +180,7 @@ def kernel_takes(
         and not is_causal
         and all(kwargs.get(name) is None for name in _UNTAKEN_KWARGS)
         and query.shape == key.shape == value.shape
+        and query.stride(-1) == key.stride(-1) == value.stride(-1) == 1
         and query.shape[2] <= MAX_LENGTH
         and 16 <= size <= 128
         and size & (size - 1) == 0
@@ -194,10 +199,12 @@ def short_sdpa_forward(
     is_causal: bool | None = None,
     **kwargs: Any,
 ) -> tuple[torch.Tensor, None]:
-    """transformers' attention-function signature: the kernel where it applies, else SDPA."""
+    """transformers' attention-function signature: the kernel where it applies, else SDPA.
+    A module that does not say whether it is causal counts as causal, as SDPA's function
+    takes it."""
     from transformers.integrations.sdpa_attention import sdpa_attention_forward
 
-    causal = is_causal if is_causal is not None else getattr(module, "is_causal", False)
+    causal = is_causal if is_causal is not None else getattr(module, "is_causal", True)
     if kernel_takes(query, key, value, attention_mask, dropout, causal, kwargs):
         scale = scaling if scaling is not None else query.shape[-1] ** -0.5
         return short_attention(query, key, value, scale), None
@@ -229,8 +236,10 @@ def _registered() -> bool:
 
 def use_short_attention(model: torch.nn.Module, device: torch.device) -> bool:
     """Switch ``model`` from SDPA to :data:`SHORT_SDPA` when it runs on CUDA and triton is
-    there; other implementations (eager, flash, one the user chose by name other than
-    SDPA) are left as they are.  Returns whether the model now uses it."""
+    there, and compile the kernel for it; other implementations (eager, flash, one the user
+    chose by name other than SDPA) are left as they are, and a model that refuses the name
+    or a kernel that triton cannot build leaves SDPA in place, with a warning.  Returns
+    whether the model now uses it."""
     config = getattr(model, "config", None)
     if (
         device.type not in KERNEL_DEVICES
@@ -241,22 +250,18 @@ def use_short_attention(model: torch.nn.Module, device: torch.device) -> bool:
         return False
     try:
         model.set_attn_implementation(SHORT_SDPA)
-    except (AttributeError, ValueError) as error:
-        logger.info("%s keeps SDPA attention: %s", type(model).__name__, error)
-        return False
-    if config._attn_implementation != SHORT_SDPA:
-        return False
-    size = getattr(config, "head_dim", None) or config.hidden_size // config.num_attention_heads
-    if device.type == "cuda" and model.dtype in KERNEL_DTYPES:
-        try:
+        size = getattr(config, "head_dim", None) or (
+            config.hidden_size // config.num_attention_heads
+        )
+        if device.type == "cuda" and model.dtype in KERNEL_DTYPES:
             with torch.cuda.device(device):
                 compile_ahead(model.dtype, size)
-        except Exception as error:  # a lost head start, not a wrong number
-            logger.warning(
-                "Could not compile the attention kernel ahead (%s): it compiles when first used.",
-                error,
-            )
-    return True
+    except Exception as error:  # a model that refuses the name, a kernel triton cannot build
+        logger.warning("%s keeps SDPA attention: %s", type(model).__name__, error)
+        if config._attn_implementation != "sdpa":
+            model.set_attn_implementation("sdpa")
+        return False
+    return config._attn_implementation == SHORT_SDPA
 
 
 def compile_ahead(dtype: torch.dtype, size: int) -> None:

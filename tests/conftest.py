@@ -18,8 +18,9 @@ from typing import Any
 import pytest
 import torch
 
-# Without a GPU, triton interprets its kernels on the CPU (test_short_attention.py); it
-# reads this when it is imported, which nothing has done yet.
+# Without a GPU, triton interprets its kernels on the CPU (test_short_attention.py). It
+# reads this where a kernel is defined and when triton.language is first imported, which
+# nothing has done yet.
 if not torch.cuda.is_available():
     os.environ.setdefault("TRITON_INTERPRET", "1")
 
