@@ -48,8 +48,9 @@ KERNEL_DTYPES = (torch.bfloat16, torch.float16)
 """float32 stays on SDPA: the kernel's products would round it through TF32."""
 
 _UNTAKEN_KWARGS = ("position_bias", "softcap", "s_aux")
-"""Arguments some architectures pass to the attention function that change what SDPA
-computes and the kernel does not implement: a call with any of them set goes to SDPA.
+"""Arguments some architectures pass to the attention function for terms the kernel does
+not implement (a position bias, a soft cap on the scores, attention sinks): a call with
+any of them set goes to SDPA.
 ``sliding_window`` is not one: SDPA attends within a window through the mask alone, which
 is None where the window spans the whole sequence (ModernBERT's local layers, whose
 windows of 128 span every sequence the kernel takes)."""
