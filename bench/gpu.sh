@@ -16,7 +16,7 @@
 #   attention  all of BLiMP through the runner with each SDPA kernel alone, the runner's own
 #            choice and eager attention, twice each (bench/attention_gpu.py)
 #   kernel   the short-sequence attention kernel against SDPA's kernels, one layer at the
-#            shapes of BLiMP's batches, with each launch setting (bench/short_attention_gpu.py)
+#            shapes of BLiMP's batches (bench/short_attention_gpu.py)
 #   tokenize the tokenize step over all of BLiMP with TOKENIZERS_PARALLELISM unset, false and
 #            true, each in a fresh process (bench/tokenize_threads.py)
 #   cuda_tests  the tests that need CUDA (skipped elsewhere): the runner's CUDA paths (parts

@@ -336,17 +336,14 @@ def _timeline_score(scorer: Any, texts: list[str], torch: Any) -> tuple[float, A
         finished[-1].record()
 
     torch.cuda.synchronize()
-    torch.cuda.reset_peak_memory_stats()
     origin = torch.cuda.Event(enable_timing=True)
+    origin.record()  # the GPU is idle: it passes this event at once
     start = time.perf_counter()
-    origin.record()
     runner._score_batch = timed_batch
     try:
-        results = scorer.score(texts)
-        torch.cuda.synchronize()
+        wall, results = _timed_score(scorer, texts, "cuda", torch)
     finally:
         del runner._score_batch
-    wall = time.perf_counter() - start
     ends = [origin.elapsed_time(event) / 1000 for event in finished]
     return wall, results, gpu_idle([t - start for t in begun], ends, wall)
 

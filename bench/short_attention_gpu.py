@@ -27,7 +27,7 @@ is the longest the kernel takes (``MAX_LENGTH``)."""
 HEADS, SIZE = 12, 64
 
 
-def timed(function, repeats: int) -> float:
+def timed(function: Callable[[], object], repeats: int) -> float:
     import torch
 
     function()
