@@ -107,14 +107,8 @@ def test_the_kernel_takes_only_calls_it_computes_as_sdpa_does(monkeypatch):
     assert not taken()
 
 
-@pytest.fixture
-def kernel_calls(monkeypatch):
-    if not INTERPRETED:
-        pytest.skip(CPU_TENSORS_NEED_THE_INTERPRETER)
-    """The kernel runs on the CPU tensors of the tests in float32 too (where the
-    interpreter's products are exact), and each call's query shape is recorded."""
-    monkeypatch.setattr(short, "KERNEL_DEVICES", ("cuda", "cpu"))
-    monkeypatch.setattr(short, "KERNEL_DTYPES", (torch.float32, *short.KERNEL_DTYPES))
+def recorded_kernel_calls(monkeypatch) -> list[tuple[int, ...]]:
+    """The query shape of each call of the kernel from now on."""
     calls: list[tuple[int, ...]] = []
     kernel = short.short_attention
 
@@ -124,6 +118,17 @@ def kernel_calls(monkeypatch):
 
     monkeypatch.setattr(short, "short_attention", recorded)
     return calls
+
+
+@pytest.fixture
+def kernel_calls(monkeypatch):
+    """The kernel runs on the CPU tensors of the tests in float32 too (where the
+    interpreter's products are exact), and each call's query shape is recorded."""
+    if not INTERPRETED:
+        pytest.skip(CPU_TENSORS_NEED_THE_INTERPRETER)
+    monkeypatch.setattr(short, "KERNEL_DEVICES", ("cuda", "cpu"))
+    monkeypatch.setattr(short, "KERNEL_DTYPES", (torch.float32, *short.KERNEL_DTYPES))
+    return recorded_kernel_calls(monkeypatch)
 
 
 @pytest.mark.parametrize(("architecture", "variant"), CASES)
@@ -225,14 +230,7 @@ def test_cuda_scores_with_the_kernel_equal_sdpa_scores(tiny_bert_dir, monkeypatc
         tiny_bert_dir, device="cuda", dtype="bfloat16", attn_implementation="sdpa"
     )
     expected = [score.logprob for score in sdpa.score(SENTENCES * 50)]
-    calls = []
-    kernel = short.short_attention
-
-    def recorded(*args):
-        calls.append(args[0].shape)
-        return kernel(*args)
-
-    monkeypatch.setattr(short, "short_attention", recorded)
+    calls = recorded_kernel_calls(monkeypatch)
     got = [score.logprob for score in ours.score(SENTENCES * 50)]
     assert calls
     assert got == pytest.approx(expected, abs=0.05)
