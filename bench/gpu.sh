@@ -3,15 +3,23 @@
 # after `bash bench/gpu_wheels.sh` has put the wheels it installs in .whl (the device tool's
 # machines have no network: carry .whl). bench/README.md gives the device calls to make.
 #
-#   bash bench/gpu.sh [STEP ...]      # STEP: sample, all, lm_eval, bf16, attention, kernel,
-#                                     # tokenize, cuda_tests or everything (default: all eight)
+#   bash bench/gpu.sh [STEP ...]      # STEP: sample, all, variants, lm_eval, bf16, attention,
+#                                     # kernel, tokenize, cuda_tests or everything (default: all
+#                                     # nine)
 #
 #   sample   ours vs minicons on 2,000 seeded BLiMP sentences, fp32 and bf16, word_l2r
 #   all      all 134,000 BLiMP sentences through PLLScorer.score, bf16, the loader's default
 #            attention (SDPA with the short-sequence kernel, pll_harness/short_attention.py)
-#            then plain SDPA, with the phase breakdown and the share of the run the GPU is busy
+#            then plain SDPA, with the phase breakdown and the share of the run the GPU is busy;
+#            the default's score() twice in one process (first-call costs), with each batch's
+#            host and GPU times
+#   variants all of BLiMP's score() in one process under settings of the host's threads
+#            (switch interval, garbage collector, parts prepared in line), each with the GPU's
+#            timeline (bench/score_variants.py)
 #   lm_eval  `lm_eval --model pll-mlm ... --tasks blimp_pll` end to end, wall time, and where it
-#            goes (bench/lm_eval_phases.py, which runs lm-eval's command line in-process)
+#            goes (bench/lm_eval_phases.py, which runs lm-eval's command line in-process);
+#            twice, the first on a fresh machine paying cold caches, the second as a user's
+#            next run would
 #   bf16     bf16 against fp32 on all BLiMP pairs with the packaged pll-demo (decision flips)
 #   attention  all of BLiMP through the runner with each SDPA kernel alone, the runner's own
 #            choice and eager attention, twice each (bench/attention_gpu.py)
@@ -44,11 +52,11 @@ cd "$(dirname "$0")/.."
 STEPS=("${@:-everything}")
 for step in "${STEPS[@]}"; do
     case $step in
-    sample | all | lm_eval | bf16 | attention | kernel | tokenize | cuda_tests) ;;
-    everything) STEPS=(sample all lm_eval bf16 attention kernel tokenize cuda_tests) ;;
+    sample | all | variants | lm_eval | bf16 | attention | kernel | tokenize | cuda_tests) ;;
+    everything) STEPS=(sample all variants lm_eval bf16 attention kernel tokenize cuda_tests) ;;
     *)
-        echo "usage: bash bench/gpu.sh" \
-            "[sample|all|lm_eval|bf16|attention|kernel|tokenize|cuda_tests|everything ...]" >&2
+        echo "usage: bash bench/gpu.sh [sample|all|variants|lm_eval|bf16|attention|kernel" \
+            "|tokenize|cuda_tests|everything ...]" >&2
         exit 2
         ;;
     esac
@@ -174,7 +182,7 @@ all() {
     local size=(--all) attention named failed=0
     [[ -z ${ALL_N:-} ]] || size=(--n "$ALL_N")
     for attention in default sdpa; do
-        named=()
+        named=(--again 1) # the default's first call against its second, in one process
         [[ $attention == default ]] || named=(--attn-implementation "$attention")
         run "all-$attention.log" "$PY" bench/pll_bench.py --device "$DEVICE" "${size[@]}" \
             --metrics word_l2r --dtypes bfloat16 --profile-gpu --no-minicons --long-tokens 0 \
@@ -184,18 +192,22 @@ all() {
 }
 
 lm_eval() {
-    local model limit=() begin
+    local model limit=() begin call
     model=$("$PY" -c "
 import sys; sys.path.insert(0, 'bench')
 import pll_bench
 print(pll_bench.resolve_model(pll_bench.parse_args([]))[0])") || return 1
     [[ -z ${LIMIT:-} ]] || limit=(--limit "$LIMIT")
-    begin=$SECONDS
-    run lm_eval.log "$PY" bench/lm_eval_phases.py --phases-out "$RESULTS/lm_eval-phases.md" \
-        --model pll-mlm --model_args "pretrained=$model,pll_metric=word_l2r,dtype=bfloat16" \
-        --tasks blimp_pll --device "$DEVICE" --batch_size auto "${limit[@]}" \
-        --output_path "$RESULTS/lm_eval" || return 1
-    echo "lm_eval blimp_pll end to end: $((SECONDS - begin)) s" | tee -a "$RESULTS/lm_eval.log"
+    for call in 1 2; do
+        begin=$SECONDS
+        run lm_eval.log "$PY" bench/lm_eval_phases.py \
+            --phases-out "$RESULTS/lm_eval-phases-$call.md" \
+            --model pll-mlm --model_args "pretrained=$model,pll_metric=word_l2r,dtype=bfloat16" \
+            --tasks blimp_pll --device "$DEVICE" --batch_size auto "${limit[@]}" \
+            --output_path "$RESULTS/lm_eval" || return 1
+        echo "lm_eval blimp_pll end to end, run $call on this machine: $((SECONDS - begin)) s" |
+            tee -a "$RESULTS/lm_eval.log"
+    done
 }
 
 bf16() {
@@ -209,6 +221,12 @@ attention() {
     [[ $DEVICE == cuda* ]] || dtype=float32 # a CPU without native bf16 crawls through it
     run attention.log "$PY" bench/attention_gpu.py --device "$DEVICE" --dtype "$dtype" \
         "${size[@]}" --out-dir "$RESULTS"
+}
+
+variants() {
+    local size=()
+    [[ -z ${ALL_N:-} ]] || size=(--n "$ALL_N")
+    run variants.log "$PY" bench/score_variants.py "${size[@]}" --out-dir "$RESULTS"
 }
 
 kernel() {
@@ -231,10 +249,11 @@ tables() {
     case $1 in
     sample) ls "$RESULTS"/*-sample.md ;;
     all) ls "$RESULTS"/*-all-default.md "$RESULTS"/*-all-sdpa.md ;;
-    lm_eval) ls "$RESULTS"/lm_eval-phases.md ;;
+    lm_eval) ls "$RESULTS"/lm_eval-phases-*.md ;;
     bf16) ls "$RESULTS"/bf16-vs-fp32-*.md ;;
     attention) ls "$RESULTS"/attention-gpu-*.md ;;
     kernel) ls "$RESULTS"/short-attention-gpu-*.md ;;
+    variants) ls "$RESULTS"/score-variants-*.md ;;
     tokenize) ls "$RESULTS"/tokenize-threads-*.md ;;
     esac 2>/dev/null || true
 }

@@ -322,18 +322,24 @@ def _timed_score(scorer: Any, texts: list[str], device: str, torch: Any) -> tupl
 
 
 def _timeline_score(scorer: Any, texts: list[str], torch: Any) -> tuple[float, Any, dict]:
-    """:func:`_timed_score` on CUDA, with when the host began each batch and when the GPU
-    finished it (a CUDA event recorded behind it), for :func:`gpu_idle`."""
+    """:func:`_timed_score` on CUDA, with when the host began and ended each batch's launch,
+    and when the GPU reached and finished it (CUDA events recorded before and behind it),
+    for :func:`gpu_idle`."""
     runner = scorer.runner
     score_batch = runner._score_batch
     begun: list[float] = []
+    done: list[float] = []
+    reached: list[Any] = []
     finished: list[Any] = []
 
     def timed_batch(*args: Any) -> None:
         begun.append(time.perf_counter())
+        reached.append(torch.cuda.Event(enable_timing=True))
+        reached[-1].record()
         score_batch(*args)
         finished.append(torch.cuda.Event(enable_timing=True))
         finished[-1].record()
+        done.append(time.perf_counter())
 
     torch.cuda.synchronize()
     origin = torch.cuda.Event(enable_timing=True)
@@ -344,19 +350,31 @@ def _timeline_score(scorer: Any, texts: list[str], torch: Any) -> tuple[float, A
         wall, results = _timed_score(scorer, texts, "cuda", torch)
     finally:
         del runner._score_batch
-    ends = [origin.elapsed_time(event) / 1000 for event in finished]
-    return wall, results, gpu_idle([t - start for t in begun], ends, wall)
+    on_gpu = [
+        [origin.elapsed_time(event) / 1000 for event in events] for events in (reached, finished)
+    ]
+    on_host = [[t - start for t in times] for times in (begun, done)]
+    return wall, results, gpu_idle(on_host[0], on_gpu[1], wall, on_gpu[0], on_host[1])
 
 
-def gpu_idle(begun: list[float], finished: list[float], wall: float) -> dict[str, Any]:
+def gpu_idle(
+    begun: list[float],
+    finished: list[float],
+    wall: float,
+    reached: list[float] | None = None,
+    launched: list[float] | None = None,
+) -> dict[str, Any]:
     """Seconds the GPU waited for the host in a run whose batch k the host began at
     ``begun[k]`` and the GPU finished at ``finished[k]`` (seconds from the run's start, on
     one clock): before the first batch, between batches (the GPU done with batch k-1 before
     the host began batch k) and after the last (assembling).  A batch's kernels are
-    launched a little after the host begins it, so these are lower bounds."""
+    launched a little after the host begins it, so these are lower bounds.  With when the
+    GPU reached each batch (``reached``) and when the host had launched it (``launched``):
+    the GPU's time inside batches, which holds whatever it waited for a batch's launches,
+    and every batch's four times, to compare a run with another of the same batches."""
     gaps = [max(0.0, b - f) for b, f in zip(begun[1:], finished[:-1], strict=True)]
     largest = sorted(range(len(gaps)), key=gaps.__getitem__, reverse=True)[:5]
-    return {
+    idle = {
         "wall": wall,
         "batches": len(begun),
         "before_first": begun[0] if begun else wall,
@@ -364,6 +382,35 @@ def gpu_idle(begun: list[float], finished: list[float], wall: float) -> dict[str
         "after_last": wall - finished[-1] if finished else 0.0,
         "largest_gaps": [[k + 1, gaps[k], begun[k + 1]] for k in largest if gaps[k] > 0],
     }
+    if reached is not None and launched is not None:
+        idle["in_batches"] = sum(f - r for r, f in zip(reached, finished, strict=True))
+        idle["per_batch"] = [
+            [round(t, 6) for t in times]
+            for times in zip(begun, launched, reached, finished, strict=True)
+        ]
+    return idle
+
+
+def _score_once(
+    scorer: Any, texts: list[str], spec: dict[str, Any], torch: Any
+) -> tuple[float, Any, dict | None]:
+    """One timed ``score(texts)``, with the GPU's timeline on CUDA under ``profile_gpu``."""
+    if spec["device"].startswith("cuda") and spec.get("profile_gpu"):
+        return _timeline_score(scorer, texts, torch)
+    return (*_timed_score(scorer, texts, spec["device"], torch), None)
+
+
+def _kernel_variants() -> int | None:
+    """How many variants of the short-sequence attention kernel triton has compiled in this
+    process (two padded lengths: two; more means a run compiled some on the way), or None
+    where the kernel or this triton's cache layout is not there."""
+    from pll_harness import short_attention
+
+    kernel = short_attention._kernel()
+    caches = getattr(kernel, "device_caches", None)
+    if caches is None:
+        return None
+    return sum(len(cache[0]) for cache in caches.values())
 
 
 def worker_ours(spec: dict[str, Any]) -> dict[str, Any]:
@@ -377,12 +424,10 @@ def worker_ours(spec: dict[str, Any]) -> dict[str, Any]:
     rss_loaded = _current_rss_mb()
     scorer.score(texts[:WARMUP_SENTENCES])
     rss_warm = _current_rss_mb()
-    timeline = None
-    if spec["device"].startswith("cuda") and spec.get("profile_gpu"):
-        seconds, results, timeline = _timeline_score(scorer, texts, torch)
-    else:
-        seconds, results = _timed_score(scorer, texts, spec["device"], torch)
+    timed = [_score_once(scorer, texts, spec, torch)]
     peak = {"peak_rss_mb": _peak_rss_mb(), **_cuda_stats(torch, spec["device"])}
+    timed += [_score_once(scorer, texts, spec, torch) for _ in range(spec.get("again", 0))]
+    (seconds, results, timeline), again = timed[0], timed[1:]
     phases, copies = _phases(scorer, texts, spec["device"], torch, spec.get("profile_gpu"))
     if timeline is not None:
         phases["gpu_idle"] = timeline
@@ -399,6 +444,8 @@ def worker_ours(spec: dict[str, Any]) -> dict[str, Any]:
         **peak,
         "rss_after_load_mb": rss_loaded,
         "rss_after_warmup_mb": rss_warm,
+        "again": [{"seconds": wall, "gpu_idle": idle} for wall, _, idle in again],
+        "kernel_variants": _kernel_variants(),
         "max_batch_tokens": scorer.batching.max_batch_tokens,
         "attn_implementation": getattr(scorer.model.config, "_attn_implementation", None),
         "torch": torch.__version__,
@@ -742,6 +789,7 @@ def main(argv: list[str] | None = None) -> None:
                 "attn_implementation": args.attn_implementation,
                 "long_tokens": args.long_tokens if dtype == dtypes[0] else 0,
                 "profile_gpu": args.profile_gpu,
+                "again": args.again,
             }
             ours = run_worker(sys.executable, "ours", spec, tmp, REPO_ROOT)
             rows.append(_row(ours, metric, dtype, shape))
@@ -830,6 +878,12 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     parser.add_argument("--attn-implementation", help="ours (default: the engine's)")
     parser.add_argument("--baseline", help="also time the engine of this git revision")
     parser.add_argument("--profile-gpu", action="store_true", help="GPU busy share (CUDA)")
+    parser.add_argument(
+        "--again",
+        type=int,
+        default=0,
+        help="ours: time score() this many more times in the same process (first-run costs)",
+    )
     parser.add_argument("--minicons-python", help="python of a venv with minicons")
     parser.add_argument(
         "--minicons-venv",
@@ -883,6 +937,8 @@ def _row(result: dict[str, Any], metric: str, dtype: str, shape) -> dict[str, An
         "load_seconds",
         "torch",
         "transformers",
+        "again",
+        "kernel_variants",
     ):
         if key in result:
             row[key] = result[key]
@@ -891,6 +947,26 @@ def _row(result: dict[str, Any], metric: str, dtype: str, shape) -> dict[str, An
 
 def _cell(value: float | None, form: str) -> str:
     return "" if value is None else format(value, form)
+
+
+def _idle_line(idle: dict[str, Any], run: str, row: dict[str, Any]) -> str:
+    """One run's GPU timeline (:func:`gpu_idle`) as a sentence."""
+    largest = ", ".join(
+        f"{gap:.3f} s before batch {k} (at {at:.2f} s)" for k, gap, at in idle["largest_gaps"]
+    )
+    inside = ""
+    if "in_batches" in idle:
+        inside = (
+            f" The GPU spent {idle['in_batches']:.2f} s inside batches (from reaching each"
+            " to finishing it)."
+        )
+    return (
+        f"GPU waiting for the host in the {run} ({row['metric']}, {row['dtype']}; "
+        f"host start of each of its {idle['batches']} batches against a CUDA event behind "
+        f"it, lower bounds): {idle['before_first']:.2f} s before the first batch, "
+        f"{idle['between']:.2f} s between batches, {idle['after_last']:.2f} s after the "
+        f"last, of {idle['wall']:.2f} s. Largest gaps: {largest or 'none'}.{inside}"
+    )
 
 
 def markdown(report: dict[str, Any]) -> str:
@@ -950,19 +1026,17 @@ def markdown(report: dict[str, Any]) -> str:
                 f"{_cell(p.get('answers'), '.2f')} | {p['batches']} | {p['copies']} | "
                 f"{p['tokens']} | {_cell(busy and 100 * busy, '.0f')}{'%' if busy else ''} |"
             )
-    for row in (row for row in phased if row["phases"].get("gpu_idle")):
-        idle = row["phases"]["gpu_idle"]
-        largest = ", ".join(
-            f"{gap:.3f} s before batch {k} (at {at:.2f} s)" for k, gap, at in idle["largest_gaps"]
-        )
-        lines += [
-            "",
-            f"GPU waiting for the host in the timed `score()` ({row['metric']}, {row['dtype']}; "
-            f"host start of each of its {idle['batches']} batches against a CUDA event behind "
-            f"it, lower bounds): {idle['before_first']:.2f} s before the first batch, "
-            f"{idle['between']:.2f} s between batches, {idle['after_last']:.2f} s after the "
-            f"last, of {idle['wall']:.2f} s. Largest gaps: {largest or 'none'}.",
-        ]
+    for row in phased:
+        if row["phases"].get("gpu_idle"):
+            lines += ["", _idle_line(row["phases"]["gpu_idle"], "timed `score()`", row)]
+            if row.get("kernel_variants") is not None:
+                lines.append(f"Short-sequence kernel variants compiled: {row['kernel_variants']}.")
+        for k, run in enumerate(row.get("again", []), 2):
+            name = f"`score()` call {k} in the same process"
+            if run["gpu_idle"]:
+                lines += ["", _idle_line(run["gpu_idle"], name, row)]
+            else:
+                lines += ["", f"{name} ({row['metric']}, {row['dtype']}): {run['seconds']:.2f} s."]
     for row in (row for row in phased if row["phases"].get("gpu_top_kernels")):
         lines += [
             "",

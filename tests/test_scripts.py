@@ -12,6 +12,7 @@ reads the planner's and runner's internals to count copies and time the steps.
 
 from __future__ import annotations
 
+import gc
 import importlib.util
 import json
 import os
@@ -272,40 +273,94 @@ def test_pll_bench_gpu_idle_counts_the_host_gaps_between_batches():
     assert idle["between"] == pytest.approx(0.5)
     assert idle["after_last"] == pytest.approx(0.5)
     assert idle["largest_gaps"] == [[2, pytest.approx(0.5), 2.0]]
+    assert "in_batches" not in idle
+
+
+def test_pll_bench_gpu_idle_counts_the_gpu_time_inside_batches():
+    """Batch 2's launch ends after the GPU ran out of batch 1's work: it reached batch 2 at
+    1.0 and finished it at 1.75, time inside the batch that holds that wait."""
+    idle = _load_pll_bench().gpu_idle(
+        [0.25, 0.5], [1.0, 1.75], 2.0, reached=[0.25, 1.0], launched=[0.5, 1.5]
+    )
+    assert idle["between"] == 0
+    assert idle["in_batches"] == pytest.approx(1.5)
+    assert idle["per_batch"] == [[0.25, 0.5, 0.25, 1.0], [0.5, 1.5, 1.0, 1.75]]
 
 
 def test_pll_bench_times_each_batch_of_the_timed_score_and_reports_the_gaps():
     """The timeline wraps the runner's batches for one ``score()`` and unwraps them after;
     here a stand-in for torch.cuda whose events complete when recorded, on the CPU."""
     pll_bench = _load_pll_bench()
-
-    class RecordedEvent:
-        def __init__(self, enable_timing: bool = False) -> None:
-            self.at = 0.0
-
-        def record(self) -> None:
-            self.at = time.perf_counter()
-
-        def elapsed_time(self, other: RecordedEvent) -> float:
-            return (other.at - self.at) * 1000
-
-    cuda = types.SimpleNamespace(
-        Event=RecordedEvent, synchronize=lambda: None, reset_peak_memory_stats=lambda: None
-    )
     from pll_harness import PLLScorer
 
     scorer = PLLScorer.from_pretrained(str(TINY_BERT_DIR), device="cpu", max_batch_tokens=64)
     texts = ["The hooligan wrecked the souvenir.", "Dogs bark.", "A cat sat on the mat."]
-    wall, results, idle = pll_bench._timeline_score(scorer, texts, types.SimpleNamespace(cuda=cuda))
+    wall, results, idle = pll_bench._timeline_score(
+        scorer, texts, types.SimpleNamespace(cuda=_STAND_IN_CUDA)
+    )
     assert [r.logprob for r in results] == [r.logprob for r in scorer.score(texts)]
     assert "_score_batch" not in vars(scorer.runner)
     assert idle["batches"] > 1 and 0 < idle["before_first"] < wall
     assert 0 <= idle["between"] < wall and 0 < idle["after_last"] < wall
+    assert len(idle["per_batch"]) == idle["batches"]
+    for begun, launched, reached, finished in idle["per_batch"]:  # to the microsecond
+        assert begun < launched and begun <= reached + 1e-6 and reached < finished
+    assert 0 < idle["in_batches"] < wall
     report = json.loads(
         (REPO_ROOT / "bench" / "results" / "amd-epyc-2cpu-2026-11-23-nano-all.json").read_text()
     )
     report["rows"][0]["phases"]["gpu_idle"] = idle
-    assert f"between batches, {idle['after_last']:.2f} s after" in pll_bench.markdown(report)
+    report["rows"][0]["again"] = [{"seconds": 1.5, "gpu_idle": None}]
+    text = pll_bench.markdown(report)
+    assert f"between batches, {idle['after_last']:.2f} s after" in text
+    assert f"The GPU spent {idle['in_batches']:.2f} s inside batches" in text
+    assert "`score()` call 2 in the same process (word_l2r, float32): 1.50 s." in text
+
+
+class _RecordedEvent:
+    """A stand-in CUDA event, on the CPU: complete when recorded."""
+
+    def __init__(self, enable_timing: bool = False) -> None:
+        self.at = 0.0
+
+    def record(self) -> None:
+        self.at = time.perf_counter()
+
+    def elapsed_time(self, other: _RecordedEvent) -> float:
+        return (other.at - self.at) * 1000
+
+
+_STAND_IN_CUDA = types.SimpleNamespace(
+    Event=_RecordedEvent, synchronize=lambda: None, reset_peak_memory_stats=lambda: None
+)
+
+
+def test_score_variants_times_each_setting_and_restores_it(monkeypatch):
+    """Every variant of score_variants.py runs the same scoring with a timeline, in a run
+    split into parts prepared ahead (as on a GPU), and leaves the interpreter's switch
+    interval, the collector and the scorer as they were."""
+    from pll_harness import PLLScorer
+
+    monkeypatch.syspath_prepend(str(REPO_ROOT / "bench"))
+    spec = importlib.util.spec_from_file_location(
+        "score_variants", REPO_ROOT / "bench" / "score_variants.py"
+    )
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    scorer = PLLScorer.from_pretrained(str(TINY_BERT_DIR), device="cpu", max_batch_tokens=64)
+    scorer.parts_from, scorer.prepare_ahead = 1, True
+    texts = [f"The hooligan wrecked souvenir number {i}." for i in range(40)]
+    interval, collecting = sys.getswitchinterval(), gc.isenabled()
+    rows = module.measure(scorer, texts, types.SimpleNamespace(cuda=_STAND_IN_CUDA))
+    assert [row["variant"] for row in rows] == [name for name, _ in module.VARIANTS]
+    assert len({row["batches"] for row in rows}) == 1 and rows[0]["batches"] > len(module.VARIANTS)
+    assert all(0 < row["longest_launch"] < row["wall"] for row in rows)
+    assert (sys.getswitchinterval(), gc.isenabled()) == (interval, collecting)
+    assert scorer.prepare_ahead and "_score_batch" not in vars(scorer.runner)
+    text = module.markdown(
+        {"device": "cpu", "model": "tiny", "sentences": 40, "kernel_variants": 0, "rows": rows}
+    )
+    assert text.count("\n| ") == 2 + len(module.VARIANTS)
 
 
 def test_pll_bench_prints_the_baselines_steps_beside_ours(monkeypatch):

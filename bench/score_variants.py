@@ -1,0 +1,154 @@
+r"""Where a GPU ``score()`` over all of BLiMP loses time to its host: the same call, in one
+process on one loaded model, under settings that change how the host threads share the
+interpreter, each with the GPU's timeline of :func:`pll_bench.gpu_idle`.
+
+    python bench/score_variants.py --out-dir bench/results    # on a CUDA machine
+
+``score()`` overlaps the preparing of later parts (tokenizing, planning) with the launches of
+the current one, in threads of one interpreter.  On an H100 the timed call took 9.50 s
+where its steps run one after another took 7.47 s for the run alone (bench/README.md).
+The variants tell apart what that could be: a first call's costs (the default, then again),
+the launching thread waiting for the interpreter lock (a shorter switch interval), the
+cyclic garbage collector (off throughout), and the overlap itself (parts prepared in the
+launching thread).  The default runs once more at the end, against drift.  Each variant's
+batch-by-batch times go to the JSON.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import gc
+import json
+import sys
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pll_bench
+
+
+@contextlib.contextmanager
+def switch_interval(seconds: float) -> Iterator[None]:
+    """The interpreter's thread switch interval set to ``seconds`` inside."""
+    before = sys.getswitchinterval()
+    sys.setswitchinterval(seconds)
+    try:
+        yield
+    finally:
+        sys.setswitchinterval(before)
+
+
+@contextlib.contextmanager
+def collector_off() -> Iterator[None]:
+    """No cyclic garbage collection inside, after one full collection."""
+    gc.collect()
+    was = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was:
+            gc.enable()
+
+
+@contextlib.contextmanager
+def prepared_in_line(scorer: Any) -> Iterator[None]:
+    """Later parts tokenized and planned in the launching thread, between parts."""
+    before = scorer.prepare_ahead
+    scorer.prepare_ahead = False
+    try:
+        yield
+    finally:
+        scorer.prepare_ahead = before
+
+
+VARIANTS: list[tuple[str, Callable[[Any], contextlib.AbstractContextManager]]] = [
+    ("default, first call", lambda scorer: contextlib.nullcontext()),
+    ("default, again", lambda scorer: contextlib.nullcontext()),
+    ("switch interval 0.5 ms", lambda scorer: switch_interval(5e-4)),
+    ("cyclic collector off", lambda scorer: collector_off()),
+    ("parts prepared in the launching thread", prepared_in_line),
+    ("default, last", lambda scorer: contextlib.nullcontext()),
+]
+
+
+def measure(scorer: Any, texts: list[str], torch: Any) -> list[dict[str, Any]]:
+    """Each variant's timed ``score(texts)`` with its timeline, in the order of VARIANTS."""
+    rows = []
+    for name, setting in VARIANTS:
+        with setting(scorer):
+            wall, _, idle = pll_bench._timeline_score(scorer, texts, torch)
+        launches = [launched - begun for begun, launched, _, _ in idle["per_batch"]]
+        rows.append({"variant": name, **idle, "longest_launch": max(launches, default=0.0)})
+        print(f"{name}: {wall:.2f} s", flush=True)
+    return rows
+
+
+def markdown(report: dict[str, Any]) -> str:
+    lines = [
+        f"# score() variants: {report['device']}",
+        "",
+        f"- model: {report['model']}, bf16, word_l2r, {report['sentences']} sentences; "
+        f"kernel variants compiled at the end: {report['kernel_variants']}",
+        "- seconds: the timed `score()`; GPU idle before the first batch, between batches "
+        "(lower bounds) and after the last; inside batches: the GPU's time from reaching "
+        "each batch to finishing it; longest launch: the most the host took to launch one "
+        "batch",
+        "",
+        "| variant | seconds | before first | between | inside batches | after last | "
+        "longest launch |",
+        "| --- | ---: | ---: | ---: | ---: | ---: | ---: |",
+    ]
+    for row in report["rows"]:
+        lines.append(
+            f"| {row['variant']} | {row['wall']:.2f} | {row['before_first']:.2f} | "
+            f"{row['between']:.2f} | {row['in_batches']:.2f} | {row['after_last']:.2f} | "
+            f"{row['longest_launch']:.3f} |"
+        )
+    return "\n".join(lines) + "\n"
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--n", type=int, help="a sample of this many sentences (default: all)")
+    parser.add_argument("--out-dir", type=Path, default=pll_bench.REPO_ROOT / "bench" / "results")
+    args = parser.parse_args(argv)
+    import torch
+
+    if not torch.cuda.is_available():
+        sys.exit("score_variants.py times CUDA events: run it on a CUDA machine")
+    bench_args = pll_bench.parse_args([])
+    blimp = bench_args.data
+    texts = (
+        pll_bench.sample_sentences(blimp, args.n, 0) if args.n else pll_bench.blimp_sentences(blimp)
+    )
+    model, _ = pll_bench.resolve_model(bench_args)
+    spec = {"model": str(model), "metric": "word_l2r", "device": "cuda", "dtype": "bfloat16"}
+    scorer = pll_bench._load_ours(spec)
+    scorer.score(texts[: pll_bench.WARMUP_SENTENCES])
+    rows = measure(scorer, texts, torch)
+    device = torch.cuda.get_device_name()
+    report = {
+        "device": device,
+        "model": str(model),
+        "sentences": len(texts),
+        "kernel_variants": pll_bench._kernel_variants(),
+        "finished_utc": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+        "rows": rows,
+    }
+    args.out_dir.mkdir(parents=True, exist_ok=True)
+    stem = (
+        args.out_dir
+        / f"score-variants-{pll_bench.file_name_part(device)}-{time.strftime('%Y-%m-%d')}"
+    )
+    stem.with_suffix(".json").write_text(json.dumps(report, indent=1))
+    text = markdown(report)
+    stem.with_suffix(".md").write_text(text)
+    print(text)
+    print(f"wrote {stem}.json and .md")
+
+
+if __name__ == "__main__":
+    main()
