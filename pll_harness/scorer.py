@@ -368,6 +368,7 @@ class PLLScorer:
             )
         return self.score_requests([("", text) for text in texts], progress)
 
+    @collector_paused()
     def score_requests(
         self,
         requests: Iterable[tuple[str, str]],
@@ -478,6 +479,7 @@ class PLLScorer:
             token,
         )
 
+    @collector_paused()
     def score_jobs(
         self,
         jobs: Jobs,

@@ -6,6 +6,8 @@ position table sets the limit."""
 
 from __future__ import annotations
 
+import gc
+
 import pytest
 import torch
 import transformers
@@ -141,6 +143,27 @@ def test_split_parts_equal_full_logits(architecture, variant):
         full = model(input_ids=input_ids).logits
         gathered = parts.head(parts.states(input_ids, rows, cols))
     torch.testing.assert_close(gathered, full[rows, cols], atol=1e-5, rtol=1e-5)
+
+
+@pytest.mark.parametrize(("architecture", "variant"), CASES)
+def test_the_split_parts_leave_no_reference_cycles(architecture, variant):
+    """A scoring call pauses the cyclic collector from start to end (pll_harness.collector):
+    a forward pass that left a cycle behind would keep its activations until the call
+    ends, so none may, whatever the architecture."""
+    parts = split_masked_lm(tiny_model(architecture, variant))
+    rows, cols = torch.tensor([0, 1, 1, 2]), torch.tensor([0, 3, 6, 10])
+    with torch.inference_mode():
+        parts.head(parts.states(tokens(3, 11), rows, cols))  # first-call caches
+        gc.collect()
+        was_enabled = gc.isenabled()
+        gc.disable()
+        try:
+            for _ in range(2):
+                parts.head(parts.states(tokens(3, 11), rows, cols))
+            assert gc.collect() == 0
+        finally:
+            if was_enabled:
+                gc.enable()
 
 
 def test_the_layouts_that_allow_it_run_their_last_layer_at_the_targets_only():
