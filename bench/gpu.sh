@@ -15,7 +15,10 @@
 #            host and GPU times
 #   variants all of BLiMP's score() in one process under settings of the host's threads
 #            (switch interval, garbage collector, parts prepared in line), each with the GPU's
-#            timeline (bench/score_variants.py)
+#            timeline (bench/score_variants.py); with BASELINE, a folder holding another
+#            revision's package (`mkdir -p .baseline && git archive REV pll_harness | tar -x
+#            -C .baseline`, carried), that engine's default first, then ours, the default
+#            alone for each
 #   lm_eval  `lm_eval --model pll-mlm ... --tasks blimp_pll` end to end, wall time, and where it
 #            goes (bench/lm_eval_phases.py, which runs lm-eval's command line in-process);
 #            twice, the first on a fresh machine paying cold caches, the second as a user's
@@ -224,9 +227,14 @@ attention() {
 }
 
 variants() {
-    local size=()
+    local size=() only=()
     [[ -z ${ALL_N:-} ]] || size=(--n "$ALL_N")
-    run variants.log "$PY" bench/score_variants.py "${size[@]}" --out-dir "$RESULTS"
+    if [[ -n ${BASELINE:-} ]]; then
+        only=(--defaults-only)
+        PYTHONPATH="$BASELINE" run variants.log "$PY" bench/score_variants.py "${size[@]}" \
+            "${only[@]}" --tag baseline --out-dir "$RESULTS" || return 1
+    fi
+    run variants.log "$PY" bench/score_variants.py "${size[@]}" "${only[@]}" --out-dir "$RESULTS"
 }
 
 kernel() {

@@ -28,6 +28,8 @@ from typing import Any
 
 import pll_bench
 
+import pll_harness
+
 
 @contextlib.contextmanager
 def switch_interval(seconds: float) -> Iterator[None]:
@@ -74,10 +76,15 @@ VARIANTS: list[tuple[str, Callable[[Any], contextlib.AbstractContextManager]]] =
 ]
 
 
-def measure(scorer: Any, texts: list[str], torch: Any) -> list[dict[str, Any]]:
-    """Each variant's timed ``score(texts)`` with its timeline, in the order of VARIANTS."""
+def measure(
+    scorer: Any, texts: list[str], torch: Any, defaults_only: bool = False
+) -> list[dict[str, Any]]:
+    """Each variant's timed ``score(texts)`` with its timeline, in the order of VARIANTS
+    (``defaults_only``: the default's alone)."""
     rows = []
     for name, setting in VARIANTS:
+        if defaults_only and not name.startswith("default"):
+            continue
         with setting(scorer):
             wall, _, idle = pll_bench._timeline_score(scorer, texts, torch)
         launches = [launched - begun for begun, launched, _, _ in idle["per_batch"]]
@@ -90,6 +97,7 @@ def markdown(report: dict[str, Any]) -> str:
     lines = [
         f"# score() variants: {report['device']}",
         "",
+        f"- engine: {report.get('engine', 'pll_harness')}",
         f"- model: {report['model']}, bf16, word_l2r, {report['sentences']} sentences; "
         f"kernel variants compiled at the end: {report['kernel_variants']}",
         "- seconds: the timed `score()`; GPU idle before the first batch, between batches "
@@ -113,6 +121,10 @@ def markdown(report: dict[str, Any]) -> str:
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--n", type=int, help="a sample of this many sentences (default: all)")
+    parser.add_argument(
+        "--defaults-only", action="store_true", help="only the default's three calls"
+    )
+    parser.add_argument("--tag", default="", help="suffix of the result file names")
     parser.add_argument("--out-dir", type=Path, default=pll_bench.REPO_ROOT / "bench" / "results")
     args = parser.parse_args(argv)
     import torch
@@ -128,11 +140,12 @@ def main(argv: list[str] | None = None) -> None:
     spec = {"model": str(model), "metric": "word_l2r", "device": "cuda", "dtype": "bfloat16"}
     scorer = pll_bench._load_ours(spec)
     scorer.score(texts[: pll_bench.WARMUP_SENTENCES])
-    rows = measure(scorer, texts, torch)
+    rows = measure(scorer, texts, torch, args.defaults_only)
     device = torch.cuda.get_device_name()
     report = {
         "device": device,
         "model": str(model),
+        "engine": str(Path(pll_harness.__file__).parent),
         "sentences": len(texts),
         "kernel_variants": pll_bench._kernel_variants(),
         "finished_utc": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
@@ -143,6 +156,8 @@ def main(argv: list[str] | None = None) -> None:
         args.out_dir
         / f"score-variants-{pll_bench.file_name_part(device)}-{time.strftime('%Y-%m-%d')}"
     )
+    if args.tag:
+        stem = stem.with_name(f"{stem.name}-{args.tag}")
     stem.with_suffix(".json").write_text(json.dumps(report, indent=1))
     text = markdown(report)
     stem.with_suffix(".md").write_text(text)
