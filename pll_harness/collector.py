@@ -1,16 +1,11 @@
-"""Python's cyclic garbage collector, paused for a whole scoring call and its bulk steps.
+"""Python's cyclic garbage collector, paused while a bulk step builds many objects.
 
 Tokenizing and assembling all of BLiMP create millions of lists, tuples and result
 objects, none of them in reference cycles.  The collector still runs every 700 new
 objects, and its full passes walk every object alive in the process (lm-eval's requests
 included), so it made tokenizing all of BLiMP 0.4-0.9 s slower and assembling up to
-0.5 s (``bench/host_steps.py``).  Paused only in those steps, it ran when each pause ended,
-over all the objects the pause had let pile up, in whichever thread allocated next: on a
-GPU often the one launching the model's kernels, while the device ran out of queued work.
-All of BLiMP on an H100 took 8.73 s with the collector off for the whole call against
-9.06-9.49 s with it paused in the steps alone (``bench/score_variants.py``).  Objects are
-still freed by reference counting while it is paused, and scoring leaves no cycles behind
-(tests/test_collector.py).
+0.5 s (``bench/host_steps.py``).  Objects are still freed by reference counting while it
+is paused, and scoring leaves no cycles behind (tests/test_collector.py).
 """
 
 from __future__ import annotations

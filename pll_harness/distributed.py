@@ -32,7 +32,6 @@ import numpy as np
 import torch
 from tqdm import tqdm
 
-from pll_harness.collector import collector_paused
 from pll_harness.encoding import Encodings
 from pll_harness.parts import request_digests
 from pll_harness.planning import Batch, Batching, Work
@@ -276,7 +275,7 @@ def score_shared(
     collective."""
     from pll_harness.scorer import Jobs
 
-    with failing_together(group), collector_paused():
+    with failing_together(group):
         started = time.perf_counter()
         requests = list(requests)
         keys, jobs = scorer.distinct_jobs(requests, parts=True)

@@ -27,9 +27,6 @@ from pll_harness.masking import NO_WORD
 PARALLELISM_VARIABLE = "TOKENIZERS_PARALLELISM"
 """The tokenizers library's switch: unset, its batch calls use every core."""
 
-FREE_SLICE = 4096
-"""Objects :func:`free_in_slices` frees in one call: a few milliseconds' worth."""
-
 TEXTS_PER_THREAD = 4096
 """Fewest texts worth a tokenizer thread of their own (see :func:`_encode_in_threads`)."""
 
@@ -234,31 +231,6 @@ def encode_requests(
         )
     texts = [text for text, _ in stripped]
     encodings = _rust_encodings(tokenizer, texts) if texts else []
-    try:
-        return _flattened(tokenizer, stripped, texts, encodings, inside_words)
-    finally:
-        for items in (encodings, stripped, texts):
-            free_in_slices(items)
-
-
-def free_in_slices(items: list[Any]) -> None:
-    """Empty ``items`` a slice at a time.  Freeing a part of BLiMP's 70,000 Rust encodings
-    at once, when the list went out of scope, held the interpreter lock for 50-100 ms in
-    one call on a 2-core machine (``bench/host_stalls.py``), and on a GPU the thread that
-    launches the model's kernels waits for that lock while the device runs out of queued
-    work; between two slices it can take the lock."""
-    while items:
-        del items[-FREE_SLICE:]
-
-
-def _flattened(
-    tokenizer: Any,
-    stripped: list[tuple[str, int]],
-    texts: list[str],
-    encodings: list[Any],
-    inside_words: str | None,
-) -> Encodings:
-    """:func:`encode_requests` from the tokenizer's encodings of the stripped requests."""
     ids = [e.ids if text else [] for e, text in zip(encodings, texts, strict=True)]
     words = [e.word_ids if text else [] for e, text in zip(encodings, texts, strict=True)]
     first_target = np.zeros(len(texts), dtype=np.int64)
@@ -268,8 +240,6 @@ def _flattened(
             [encodings[i].offsets for i in with_context], [stripped[i][1] for i in with_context]
         )
     encoded = Encodings.from_lists(ids, words, first_target)
-    free_in_slices(ids)
-    free_in_slices(words)
     if inside_words is None:
         inside_words = whitespace_inside_words(tokenizer) if texts else ""
     if not inside_words:

@@ -368,7 +368,6 @@ class PLLScorer:
             )
         return self.score_requests([("", text) for text in texts], progress)
 
-    @collector_paused()
     def score_requests(
         self,
         requests: Iterable[tuple[str, str]],
@@ -479,7 +478,6 @@ class PLLScorer:
             token,
         )
 
-    @collector_paused()
     def score_jobs(
         self,
         jobs: Jobs,

@@ -147,9 +147,10 @@ def test_split_parts_equal_full_logits(architecture, variant):
 
 @pytest.mark.parametrize(("architecture", "variant"), CASES)
 def test_the_split_parts_leave_no_reference_cycles(architecture, variant):
-    """A scoring call pauses the cyclic collector from start to end (pll_harness.collector):
-    a forward pass that left a cycle behind would keep its activations until the call
-    ends, so none may, whatever the architecture."""
+    """Scoring pauses the cyclic collector in its bulk steps (pll_harness.collector), and on
+    a GPU those overlap the forward passes: a pass that left a cycle behind could keep its
+    activations alive while the collector is paused, so none may, whatever the
+    architecture."""
     parts = split_masked_lm(tiny_model(architecture, variant))
     rows, cols = torch.tensor([0, 1, 1, 2]), torch.tensor([0, 3, 6, 10])
     with torch.inference_mode():

@@ -1,6 +1,6 @@
 """collector_paused: no cyclic collection inside, the collector restored as it was on the
-way out; a whole scoring call and its bulk host steps run inside it, and scoring leaves
-no reference cycles that a paused collector would let pile up."""
+way out; the scorer's bulk host steps run inside it, and scoring leaves no reference
+cycles that a paused collector would let pile up."""
 
 from __future__ import annotations
 
@@ -94,55 +94,8 @@ def test_tokenizing_and_assembling_run_with_the_collector_paused(
         scorer_module, "encode_requests", spying("tokenize", scorer_module.encode_requests)
     )
     monkeypatch.setattr(scorer, "_token_strings", spying("assemble", scorer._token_strings))
-    monkeypatch.setattr(scorer.runner, "_score_batch", spying("run", scorer.runner._score_batch))
     scorer.score(TEXTS)
-    assert seen == {"tokenize": False, "assemble": False, "run": False}
-    assert gc.isenabled()
-
-
-def test_a_whole_run_in_parts_keeps_the_collector_paused(tiny_model_dir, collector_enabled):
-    """No collection between a run's steps either: one that ended a pause there walked
-    every object the pause had let pile up, in the thread launching the model's work
-    (bench/score_variants.py).  A run in parts, later ones prepared in a thread, as on a
-    GPU."""
-    scorer = PLLScorer.from_pretrained(tiny_model_dir, "word_l2r", device="cpu")
-    scorer.parts_from, scorer.prepare_ahead = 1, True
-    texts = [f"The hooligan wrecked souvenir number {i}." for i in range(40)]
-    enabled: list[bool] = []
-    score_batch = scorer.runner._score_batch
-
-    def watched(*args):
-        enabled.append(gc.isenabled())
-        return score_batch(*args)
-
-    scorer.runner._score_batch = watched
-    scores = scorer.score(texts)
-    assert len(scores) == len(texts) and len(enabled) > 1 and not any(enabled)
-    assert gc.isenabled()
-
-
-def test_a_data_parallel_share_is_scored_with_the_collector_paused(
-    tiny_model_dir, collector_enabled, monkeypatch
-):
-    from pll_harness.distributed import score_shared
-
-    class OneProcess:
-        rank, world_size, device = 0, 1, "cpu"
-
-        def all_gather_object(self, obj):
-            return [obj]
-
-    scorer = PLLScorer.from_pretrained(tiny_model_dir, "word_l2r", device="cpu")
-    enabled: list[bool] = []
-    score_batch = scorer.runner._score_batch
-
-    def watched(*args):
-        enabled.append(gc.isenabled())
-        return score_batch(*args)
-
-    monkeypatch.setattr(scorer.runner, "_score_batch", watched)
-    score_shared(scorer, [("", text) for text in TEXTS], OneProcess(), disable_tqdm=True)
-    assert enabled and not any(enabled)
+    assert seen == {"tokenize": False, "assemble": False}
     assert gc.isenabled()
 
 

@@ -155,31 +155,6 @@ def test_tokenizing_in_threads_equals_one_call(tokenizer, monkeypatch, lm_eval_p
     ]
 
 
-def test_the_tokenizers_encodings_are_freed_a_slice_at_a_time(tokenizer, monkeypatch):
-    """Freed in one go, a part's encodings held the interpreter lock for up to 100 ms
-    (bench/host_stalls.py); each slice is one call, and between them other threads run."""
-    monkeypatch.setattr(encoding, "FREE_SLICE", 3)
-    kept: list[list] = []
-    rust_encodings = encoding._rust_encodings
-
-    def keeping(*args):
-        kept.append(rust_encodings(*args))
-        return kept[-1]
-
-    class Watched(list):
-        def __delitem__(self, index):
-            lengths.append(len(self[index]))
-            super().__delitem__(index)
-
-    lengths: list[int] = []
-    watched = Watched(range(10))
-    encoding.free_in_slices(watched)
-    assert watched == [] and lengths == [3, 3, 3, 1]
-    monkeypatch.setattr(encoding, "_rust_encodings", keeping)
-    encoded = encode_requests(tokenizer, [("", text) for text in TEXTS])
-    assert kept == [[]] and len(encoded) == len(TEXTS)
-
-
 def test_few_texts_get_one_call(tokenizer, monkeypatch, lm_eval_parallelism):
     monkeypatch.setattr(encoding.torch, "get_num_threads", lambda: 3)
     backend = RecordingBackend(tokenizer.backend_tokenizer)
