@@ -426,10 +426,10 @@ class PLLMaskedLM(LM):
         with tqdm(total=len(pairs), desc=description, disable=bar_off) as bar:
             for start, stop in self._cache_chunks(pairs):
                 chunk = self.scorer.score_requests(pairs[start:stop], progress=bar.update)
-                if self._uses_cache():
+                if self._uses_cache():  # else add_partial keeps nothing: no answers for it
                     self._record_settings()
-                for request, score in zip(requests[start:stop], chunk, strict=True):
-                    self.cache_hook.add_partial(kind, request.args, _answer(kind, score))
+                    for request, score in zip(requests[start:stop], chunk, strict=True):
+                        self.cache_hook.add_partial(kind, request.args, _answer(kind, score))
                 scores += chunk
         if log is not None:
             log(scores)
