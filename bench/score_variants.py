@@ -118,6 +118,15 @@ def markdown(report: dict[str, Any]) -> str:
     return "\n".join(lines) + "\n"
 
 
+def _engine_folder() -> str:
+    """Where the scored package came from: relative to the repository when inside it (a
+    BASELINE folder), else the installed package's folder."""
+    folder = Path(pll_harness.__file__).resolve().parent
+    if folder.is_relative_to(pll_bench.REPO_ROOT):
+        return str(folder.relative_to(pll_bench.REPO_ROOT))
+    return str(folder)
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--n", type=int, help="a sample of this many sentences (default: all)")
@@ -145,7 +154,7 @@ def main(argv: list[str] | None = None) -> None:
     report = {
         "device": device,
         "model": str(model),
-        "engine": str(Path(pll_harness.__file__).parent),
+        "engine": _engine_folder(),
         "sentences": len(texts),
         "kernel_variants": pll_bench._kernel_variants(),
         "finished_utc": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),

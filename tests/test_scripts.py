@@ -19,6 +19,7 @@ import os
 import shutil
 import subprocess
 import sys
+import threading
 import time
 import types
 from concurrent.futures import ThreadPoolExecutor
@@ -361,6 +362,38 @@ def test_score_variants_times_each_setting_and_restores_it(monkeypatch):
         {"device": "cpu", "model": "tiny", "sentences": 40, "kernel_variants": 0, "rows": rows}
     )
     assert text.count("\n| ") == 2 + len(module.VARIANTS)
+
+
+def test_lock_stalls_names_the_step_and_lines_that_held_the_lock(monkeypatch):
+    """A step that holds the interpreter lock in one long call shows up as a stall of that
+    step, placed at the script's own line; every part's steps are run."""
+    from pll_harness import PLLScorer
+
+    monkeypatch.syspath_prepend(str(REPO_ROOT / "bench"))
+    spec = importlib.util.spec_from_file_location(
+        "lock_stalls", REPO_ROOT / "bench" / "lock_stalls.py"
+    )
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    scorer = PLLScorer.from_pretrained(str(TINY_BERT_DIR), device="cpu")
+    texts = [f"The hooligan wrecked souvenir number {i}." for i in range(40)]
+    assemble = scorer.assemble
+
+    def holding(*args):
+        sorted(range(1_000_000), key=int)  # one C call: the lock is not released
+        return assemble(*args)
+
+    with module.Ticker(threading.get_ident(), 1.0) as ticker:  # first-call costs
+        module.host_steps(scorer, texts, ticker)
+    monkeypatch.setattr(scorer, "assemble", holding)
+    with module.Ticker(threading.get_ident(), 0.05) as ticker:
+        module.host_steps(scorer, texts, ticker)
+    held = [step for _, step, _ in ticker.stalls if step.endswith(": assemble")]
+    assert len(held) >= 4 and max(ticker.stalls)[1].endswith(": assemble")
+    assert all("test_scripts" not in where for _, _, where in ticker.stalls)
+    report = {"machine": "cpu", "model": "tiny", "sentences": 40, "seconds": 1.0}
+    text = module.markdown({**report, "threshold_ms": 50, "stalls": ticker.stalls})
+    assert "| part 0: assemble |" in text and "Longest stalls:" in text
 
 
 def test_pll_bench_prints_the_baselines_steps_beside_ours(monkeypatch):
