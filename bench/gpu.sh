@@ -18,7 +18,8 @@
 #            timeline (bench/score_variants.py); with BASELINE, a folder holding another
 #            revision's package (`mkdir -p .baseline && git archive REV pll_harness | tar -x
 #            -C .baseline`, carried), that engine's default first, then ours, the default
-#            alone for each
+#            alone for each; with RESERVE=1, ours again in a process that first holds and
+#            frees a full batch's activations (the allocator's growth in a first call)
 #   lm_eval  `lm_eval --model pll-mlm ... --tasks blimp_pll` end to end, wall time, and where it
 #            goes (bench/lm_eval_phases.py, which runs lm-eval's command line in-process);
 #            twice, the first on a fresh machine paying cold caches, the second as a user's
@@ -229,12 +230,15 @@ attention() {
 variants() {
     local size=() only=()
     [[ -z ${ALL_N:-} ]] || size=(--n "$ALL_N")
+    [[ -z ${BASELINE:-}${RESERVE:-} ]] || only=(--defaults-only)
     if [[ -n ${BASELINE:-} ]]; then
-        only=(--defaults-only)
         PYTHONPATH="$BASELINE" run variants.log "$PY" bench/score_variants.py "${size[@]}" \
             "${only[@]}" --tag baseline --out-dir "$RESULTS" || return 1
     fi
-    run variants.log "$PY" bench/score_variants.py "${size[@]}" "${only[@]}" --out-dir "$RESULTS"
+    run variants.log "$PY" bench/score_variants.py "${size[@]}" "${only[@]}" \
+        --out-dir "$RESULTS" || return 1
+    [[ -z ${RESERVE:-} ]] || run variants.log "$PY" bench/score_variants.py "${size[@]}" \
+        "${only[@]}" --reserve --tag reserve --out-dir "$RESULTS"
 }
 
 kernel() {

@@ -339,8 +339,11 @@ _STAND_IN_CUDA = types.SimpleNamespace(
 def test_score_variants_times_each_setting_and_restores_it(monkeypatch):
     """Every variant of score_variants.py runs the same scoring with a timeline, in a run
     split into parts prepared ahead (as on a GPU), and leaves the interpreter's switch
-    interval, the collector and the scorer as they were."""
+    interval, the collector and the scorer as they were; ``--defaults-only`` runs the
+    default's three calls, and ``--reserve`` holds one block of a full batch's activations
+    on the scorer's device."""
     from pll_harness import PLLScorer
+    from pll_harness.scorer import activation_bytes_per_token
 
     monkeypatch.syspath_prepend(str(REPO_ROOT / "bench"))
     spec = importlib.util.spec_from_file_location(
@@ -362,6 +365,15 @@ def test_score_variants_times_each_setting_and_restores_it(monkeypatch):
         {"device": "cpu", "model": "tiny", "sentences": 40, "kernel_variants": 0, "rows": rows}
     )
     assert text.count("\n| ") == 2 + len(module.VARIANTS)
+    assert len(module.measure(scorer, texts, types.SimpleNamespace(cuda=_STAND_IN_CUDA), True)) == 3
+
+    taken = []
+    stand_in = types.SimpleNamespace(
+        uint8=torch.uint8, empty=lambda size, **kw: taken.append((size, kw["device"]))
+    )
+    size = module.reserve(scorer, stand_in)
+    assert taken == [(size, scorer.runner.device)]
+    assert size == scorer.batching.max_batch_tokens * activation_bytes_per_token(scorer.model)
 
 
 def test_lock_stalls_names_the_step_and_lines_that_held_the_lock(monkeypatch):
