@@ -123,6 +123,12 @@ def _kernel() -> Any:
     return short_attention
 
 
+def takes_head_size(size: int) -> bool:
+    """Whether the kernel is built for heads of ``size``: its tiles are powers of two, and
+    triton's products take 16 columns and up."""
+    return 16 <= size <= 128 and size & (size - 1) == 0
+
+
 def padded_length(length: int) -> int:
     """The kernel's tile height for ``length`` tokens."""
     return next(padded for padded in PADDED_LENGTHS if padded >= length)
@@ -171,7 +177,6 @@ def kernel_takes(
 ) -> bool:
     """Whether the call is one the kernel computes as SDPA would, up to rounding: full
     attention over one unpadded sequence per copy, in half precision, with no extra terms."""
-    size = query.shape[-1]
     return (
         query.device.type in KERNEL_DEVICES
         and query.dtype in KERNEL_DTYPES
@@ -183,8 +188,7 @@ def kernel_takes(
         and query.shape == key.shape == value.shape
         and query.stride(-1) == key.stride(-1) == value.stride(-1) == 1
         and query.shape[2] <= MAX_LENGTH
-        and 16 <= size <= 128
-        and size & (size - 1) == 0
+        and takes_head_size(query.shape[-1])
         and _kernel() is not None
     )
 
@@ -268,7 +272,7 @@ def use_short_attention(model: torch.nn.Module, device: torch.device) -> bool:
 def compile_ahead(dtype: torch.dtype, size: int) -> None:
     """Compile the kernel for every padded length now, with the model's loading, rather
     than in the first run that reaches each length."""
-    if not 16 <= size <= 128 or size & (size - 1):
+    if not takes_head_size(size):
         return
     for padded in PADDED_LENGTHS:
         _kernel().warmup(
