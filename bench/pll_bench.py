@@ -424,10 +424,9 @@ def worker_ours(spec: dict[str, Any]) -> dict[str, Any]:
     rss_loaded = _current_rss_mb()
     scorer.score(texts[:WARMUP_SENTENCES])
     rss_warm = _current_rss_mb()
-    timed = [_score_once(scorer, texts, spec, torch)]
+    seconds, results, timeline = _score_once(scorer, texts, spec, torch)
     peak = {"peak_rss_mb": _peak_rss_mb(), **_cuda_stats(torch, spec["device"])}
-    timed += [_score_once(scorer, texts, spec, torch) for _ in range(spec.get("again", 0))]
-    (seconds, results, timeline), again = timed[0], timed[1:]
+    again = [_score_once(scorer, texts, spec, torch) for _ in range(spec.get("again", 0))]
     phases, copies = _phases(scorer, texts, spec["device"], torch, spec.get("profile_gpu"))
     if timeline is not None:
         phases["gpu_idle"] = timeline

@@ -182,18 +182,12 @@ def main(argv: list[str] | None = None) -> None:
         "finished_utc": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
         "rows": rows,
     }
-    args.out_dir.mkdir(parents=True, exist_ok=True)
-    stem = (
-        args.out_dir
-        / f"score-variants-{pll_bench.file_name_part(device)}-{time.strftime('%Y-%m-%d')}"
-    )
-    if args.tag:
-        stem = stem.with_name(f"{stem.name}-{args.tag}")
-    stem.with_suffix(".json").write_text(json.dumps(report, indent=1))
     text = markdown(report)
-    stem.with_suffix(".md").write_text(text)
     print(text)
-    print(f"wrote {stem}.json and .md")
+    suffix = f"-{args.tag}" if args.tag else ""
+    out = pll_bench.write_lines(args.out_dir, "score-variants", [text.rstrip("\n")], suffix, "cuda")
+    out.with_suffix(".json").write_text(json.dumps(report, indent=1))
+    print(f"wrote {out.with_suffix('.json')}")
 
 
 if __name__ == "__main__":
