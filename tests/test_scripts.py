@@ -87,11 +87,17 @@ def test_shell_scripts_in_scripts_answer_help_and_do_nothing_else(name, tmp_path
     assert not any(tmp_path.iterdir())
 
 
-def _load_pll_bench() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("pll_bench", REPO_ROOT / "bench" / "pll_bench.py")
+def _load_script(path: Path) -> ModuleType:
+    """The script at ``path`` as a module named after its file (a bench script that imports
+    pll_bench needs bench/ on sys.path)."""
+    spec = importlib.util.spec_from_file_location(path.stem, path)
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module
+
+
+def _load_pll_bench() -> ModuleType:
+    return _load_script(REPO_ROOT / "bench" / "pll_bench.py")
 
 
 def test_micro_benchmarks_write_into_a_folder_that_does_not_exist_yet(tmp_path):
@@ -144,11 +150,7 @@ def test_bench_data_parallel_reads_the_line_each_rank_logs(caplog):
         def all_gather_object(self, obj):
             return [obj]
 
-    spec = importlib.util.spec_from_file_location(
-        "bench_data_parallel", REPO_ROOT / "scripts" / "bench_data_parallel.py"
-    )
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
+    module = _load_script(REPO_ROOT / "scripts" / "bench_data_parallel.py")
     group = OneProcess()
     scorer = PLLScorer.from_pretrained(str(TINY_BERT_DIR))
     with caplog.at_level("INFO", logger="lm_eval.pll_harness.distributed"):
@@ -169,11 +171,7 @@ def test_the_stand_in_device_gets_every_batch_and_gives_its_scores_back(monkeypa
     from pll_harness import PLLScorer
 
     monkeypatch.syspath_prepend(str(REPO_ROOT / "bench"))
-    spec = importlib.util.spec_from_file_location(
-        "parts_overlap", REPO_ROOT / "bench" / "parts_overlap.py"
-    )
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
+    module = _load_script(REPO_ROOT / "bench" / "parts_overlap.py")
     scorer = PLLScorer.from_pretrained(str(TINY_BERT_DIR), max_batch_tokens=64)
     scorer.parts_from = 1
     texts = [f"The hooligan wrecked souvenir number {i}." for i in range(40)]
@@ -346,11 +344,7 @@ def test_score_variants_times_each_setting_and_restores_it(monkeypatch):
     from pll_harness.scorer import activation_bytes_per_token
 
     monkeypatch.syspath_prepend(str(REPO_ROOT / "bench"))
-    spec = importlib.util.spec_from_file_location(
-        "score_variants", REPO_ROOT / "bench" / "score_variants.py"
-    )
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
+    module = _load_script(REPO_ROOT / "bench" / "score_variants.py")
     scorer = PLLScorer.from_pretrained(str(TINY_BERT_DIR), device="cpu", max_batch_tokens=64)
     scorer.parts_from, scorer.prepare_ahead = 1, True
     texts = [f"The hooligan wrecked souvenir number {i}." for i in range(40)]
@@ -382,11 +376,7 @@ def test_lock_stalls_names_the_step_and_lines_that_held_the_lock(monkeypatch):
     from pll_harness import PLLScorer
 
     monkeypatch.syspath_prepend(str(REPO_ROOT / "bench"))
-    spec = importlib.util.spec_from_file_location(
-        "lock_stalls", REPO_ROOT / "bench" / "lock_stalls.py"
-    )
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
+    module = _load_script(REPO_ROOT / "bench" / "lock_stalls.py")
     scorer = PLLScorer.from_pretrained(str(TINY_BERT_DIR), device="cpu")
     texts = [f"The hooligan wrecked souvenir number {i}." for i in range(40)]
     assemble = scorer.assemble
