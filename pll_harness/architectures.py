@@ -44,16 +44,18 @@ class Head:
     ``(weight, bias)`` ``projection`` returns when called (so a model moved to another
     device after the split is still read correctly).
 
-    The projection is done here rather than by the model's module so that the caller can
-    pass ``out``: for a small model, a fresh logits tensor for every chunk cost more than
-    the projection itself (bench/README.md, "Why fresh buffers were slow").
+    The steps are apart so that the transform runs once on all of a batch's targets and
+    only the projection in the vocabulary-sized chunks (:mod:`pll_harness.runner`).  The
+    projection is done here rather than by the model's module so that the caller can pass
+    ``out``: for a small model, a fresh logits tensor for every chunk cost more than the
+    projection itself (bench/README.md, "Why fresh buffers were slow").
     """
 
     transform: Transform
     projection: Projection
 
-    def __call__(self, hidden: torch.Tensor, out: torch.Tensor | None = None) -> torch.Tensor:
-        rows = self.transform(hidden)
+    def project(self, rows: torch.Tensor, out: torch.Tensor | None = None) -> torch.Tensor:
+        """The logits of ``rows``, which ``transform`` has made; into ``out`` if given."""
         weight, bias = self.projection()
         if bias is None:
             return torch.mm(rows, weight.t(), out=out)

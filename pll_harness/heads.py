@@ -1,5 +1,5 @@
-"""Split a masked LM into what scoring needs: the encoder's output at the target positions,
-and the MLM head.
+"""Split a masked LM into what scoring needs: the encoder's output at the target positions
+through the MLM head's transform, and the head's projection onto the vocabulary.
 
 Scoring needs logits at the target positions only.  Running the encoder on all copies and
 the head on the gathered target rows avoids the ``[copies x seq x vocab]`` logits tensor,
@@ -18,22 +18,27 @@ from dataclasses import dataclass
 
 import torch
 
-from pll_harness.architectures import ARCHITECTURES, LastLayer, architecture_of
+from pll_harness.architectures import ARCHITECTURES, Head, LastLayer, architecture_of
 
 logger = logging.getLogger(f"lm_eval.{__name__}")
 
 TargetStates = Callable[[torch.Tensor, torch.Tensor, torch.Tensor], torch.Tensor]
-"""``states(input_ids, rows, positions)``: the encoder's output at ``(rows, positions)``
-of ``input_ids`` [copies, length], which hold no padding."""
+"""``states(input_ids, rows, positions)``: what the head projects onto the vocabulary at
+``(rows, positions)`` of ``input_ids`` [copies, length], which hold no padding: the
+encoder's output there, through the head's transform.  ``rows`` are non-decreasing and
+name every copy, as in the runner's batches, where each copy is made for a target (see
+:class:`pll_harness.architectures.LastLayer`)."""
 LogitsHead = Callable[[torch.Tensor, torch.Tensor | None], torch.Tensor]
-"""``head(hidden rows, out)``: the logits of the rows, written into ``out`` where the head
-can (see :class:`pll_harness.architectures.Head`)."""
+"""``head(states, out)``: the logits of the rows of ``states``, written into ``out``
+where the head can (see :meth:`pll_harness.architectures.Head.project`)."""
 
 
 @dataclass(frozen=True)
 class MaskedLMParts:
-    """``states(input_ids, rows, positions) -> hidden rows`` and ``head(hidden rows, out)
-    -> logits``.
+    """``states(input_ids, rows, positions) -> rows to project`` and ``head(rows, out)
+    -> logits``: the runner calls ``states`` once per batch and ``head`` on chunks of its
+    rows, so that everything but the vocabulary-wide projection runs on all of a batch's
+    targets at once.
 
     ``split`` is False for the fallback, whose "hidden states" are already full logits
     (its head returns them as they are and leaves ``out`` alone).
@@ -79,17 +84,19 @@ def _last_layer_input(last: LastLayer, forward: Callable[[], object]) -> torch.T
     return captured[0]
 
 
-def _target_states(base: torch.nn.Module, last: LastLayer | None) -> TargetStates:
+def _target_states(base: torch.nn.Module, last: LastLayer | None, head: Head) -> TargetStates:
     if last is None:
 
         def all_positions(input_ids: torch.Tensor, rows: torch.Tensor, positions: torch.Tensor):
-            return base(input_ids=input_ids, attention_mask=None)[0][rows, positions]
+            return head.transform(
+                base(input_ids=input_ids, attention_mask=None)[0][rows, positions]
+            )
 
         return all_positions
 
     def targets_only(input_ids: torch.Tensor, rows: torch.Tensor, positions: torch.Tensor):
         hidden = _last_layer_input(last, lambda: base(input_ids=input_ids, attention_mask=None))
-        return last.at_targets(hidden, rows, positions)
+        return head.transform(last.at_targets(hidden, rows, positions))
 
     return targets_only
 
@@ -119,7 +126,8 @@ def split_masked_lm(model: torch.nn.Module) -> MaskedLMParts:
             type(model).__name__,
         )
         return _full_logits(model)
-    return MaskedLMParts(_target_states(model.base_model, spec.last_layer(model)), head, True)
+    states = _target_states(model.base_model, spec.last_layer(model), head)
+    return MaskedLMParts(states, head.project, True)
 
 
 def _full_logits(model: torch.nn.Module) -> MaskedLMParts:

@@ -1,6 +1,6 @@
-"""split_masked_lm: the spec's head on the base model's output at the targets for supported
-architectures (checked architecture by architecture in test_architectures.py), full
-logits for any other model."""
+"""split_masked_lm: the base model's output at the targets through the spec's head
+transform, then its projection, for supported architectures (checked architecture by
+architecture in test_architectures.py), full logits for any other model."""
 
 from __future__ import annotations
 
@@ -25,16 +25,21 @@ TINY_BERT = transformers.BertConfig(
 ROWS, POSITIONS = torch.tensor([0, 1, 1]), torch.tensor([4, 0, 3])
 
 
-def test_supported_architecture_gives_the_base_models_output_at_the_targets():
+def test_supported_architecture_gives_the_heads_transform_of_the_base_models_output():
+    """``states`` is what the projection takes (the transform runs once per batch, the
+    projection chunk by chunk), and ``head`` is that projection alone."""
     torch.manual_seed(0)
     model = transformers.BertForMaskedLM(TINY_BERT).eval()
     parts = split_masked_lm(model)
     input_ids = torch.randint(3, 97, (2, 5))
     with torch.no_grad():
         states = parts.states(input_ids, ROWS, POSITIONS)
-        expected = model.base_model(input_ids=input_ids)[0][ROWS, POSITIONS]
+        hidden = model.base_model(input_ids=input_ids)[0][ROWS, POSITIONS]
+        expected = model.cls.predictions.transform(hidden)
+        logits = parts.head(states)
     assert parts.split
     torch.testing.assert_close(states, expected, atol=1e-5, rtol=1e-5)
+    torch.testing.assert_close(logits, model.cls.predictions.decoder(states))
 
 
 def test_the_last_layer_runs_at_the_targets_only_and_leaves_no_hook():
