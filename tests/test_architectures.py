@@ -130,15 +130,24 @@ def test_every_architecture_has_a_tiny_config():
     assert set(CONFIGS) == set(ARCHITECTURES)
 
 
+TARGETS = {
+    "one per copy": ([0, 1, 2], [0, 3, 10]),
+    "two in one copy": ([0, 1, 1, 2], [0, 3, 6, 10]),
+}
+"""Rows and positions of targets in three copies: the last layer's attention uses each
+copy's keys where they lie when every copy holds one target, and gathers them per target
+otherwise (architectures._one_query_attention)."""
+
+
+@pytest.mark.parametrize("targets", TARGETS)
 @pytest.mark.parametrize(("architecture", "variant"), CASES)
-def test_split_parts_equal_full_logits(architecture, variant):
+def test_split_parts_equal_full_logits(architecture, variant, targets):
     model = tiny_model(architecture, variant)
     parts = split_masked_lm(model)
     assert parts.split
     torch.manual_seed(1)
     input_ids = tokens(3, 11)
-    rows = torch.tensor([0, 1, 1, 2])
-    cols = torch.tensor([0, 3, 6, 10])
+    rows, cols = (torch.tensor(index) for index in TARGETS[targets])
     with torch.no_grad():
         full = model(input_ids=input_ids).logits
         gathered = parts.head(parts.states(input_ids, rows, cols))
