@@ -31,7 +31,7 @@ from pll_harness import runner as runner_module
 from pll_harness.distributed import pool_target_scores, scored_slots
 from pll_harness.heads import split_masked_lm
 from pll_harness.planning import Work
-from pll_harness.runner import _ChunkBuffers
+from pll_harness.runner import _ChunkBuffers, target_logprobs
 from pll_harness.scorer import FinishedJobs, Jobs, PLLScorer
 
 TEXTS = [
@@ -126,6 +126,27 @@ def test_a_large_vocabulary_still_gets_chunks_of_the_minimum_rows(scorer, monkey
     monkeypatch.setattr(scorer.runner, "parts", dataclasses.replace(parts, head=head))
     scorer.runner.run(work)
     assert max(seen) == 4 and sum(rows != 4 for rows in seen) <= len(work.batches)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_target_logprobs_equal_a_float64_log_softmax_and_count_ties_as_greedy(dtype):
+    """Float32 logits on the CPU take the in-place way, bfloat16 ones the log-softmax into
+    a float32 buffer; both against float64 on the same values, within 1e-5 nats.  Row 0's
+    target is its largest logit, row 1's ties with another, row 2's is second."""
+    torch.manual_seed(0)
+    logits = (torch.randn(6, 4000) * 4).to(dtype)
+    targets = torch.randint(0, 4000, (6, 1))
+    logits[0, targets[0]] = logits[0].max() + 1
+    logits[1, targets[1]] = logits[1].max()
+    logits[2, targets[2]] = logits[2].max()
+    logits[2, (targets[2] + 1) % 4000] = logits[2].max() + 1
+    exact = torch.log_softmax(logits.double(), -1).gather(1, targets).squeeze(1)
+    expected_greedy = logits.gather(1, targets).squeeze(1) >= logits.amax(-1)
+    picked, greedy = target_logprobs(logits.clone(), targets, _ChunkBuffers())
+    assert picked.dtype == torch.float32
+    torch.testing.assert_close(picked.double(), exact, atol=1e-5, rtol=0)
+    assert greedy.tolist() == expected_greedy.tolist()
+    assert greedy[:3].tolist() == [True, True, False]
 
 
 def test_chunk_buffers_hand_out_views_and_grow_only_when_needed():
