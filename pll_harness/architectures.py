@@ -86,7 +86,7 @@ class LastLayer:
     tests/test_architectures.py).  Inputs carry no padding, so no attention mask is
     needed.  ``rows`` are non-decreasing and name every copy at least once (the runner
     makes each copy for a target), so that one target per copy is told by the count alone
-    (:func:`_one_query_attention`).
+    (:func:`_per_target`).
 
     Scoring needs the encoder's output at the targets only, and in the last layer nothing
     else depends on the other positions' outputs: for a one-layer model that is most of
@@ -198,9 +198,7 @@ def _one_query_attention(
     attention does (scores in the inputs' dtype, softmax in float32): ``[targets, heads,
     size]``.
 
-    ``rows`` are non-decreasing and name every copy (:class:`LastLayer`'s contract), so
-    as many targets as copies means one target per copy, in order, and the keys and values
-    are used where they lie; otherwise each target gets its copy's.  With one query, the
+    Each target's keys and values are its copy's (:func:`_per_target`).  With one query, the
     products are elementwise and summed rather than batched matrix products, which need
     the keys gathered per target and laid out per head first: on the CPU, float32, 2
     threads, 5,461 targets x 2 heads x 12 tokens (nano) 1.9 against 4.2 ms, 2,000 x 12 x 12
@@ -213,11 +211,18 @@ def _one_query_attention(
     written-out form was faster as well, in its batched-product form already: SDPA took
     1.2-1.9x its time per call at 2,000 targets x 12 heads x 12 tokens, 20,000 x 2 x 12
     (nano) and 500 x 12 x 40, float32, 2 threads."""
-    if rows.shape[0] != keys.shape[0]:
-        keys, values = keys[rows], values[rows]
+    keys, values = _per_target(keys, rows), _per_target(values, rows)
     scores = (keys * queries[:, None]).sum(-1) * queries.shape[-1] ** -0.5
     weights = torch.softmax(scores, dim=1, dtype=torch.float32).to(values.dtype)
     return (values * weights[..., None]).sum(1)
+
+
+def _per_target(states: torch.Tensor, rows: torch.Tensor) -> torch.Tensor:
+    """``states`` [copies, ...] as one entry per target, target t's being copy ``rows[t]``'s.
+    ``rows`` are non-decreasing and name every copy (:class:`LastLayer`'s contract), so as
+    many targets as copies means one target per copy, in order: the states are used where
+    they lie rather than gathered (a copy of keys or values as large as the layer's)."""
+    return states if rows.shape[0] == states.shape[0] else states[rows]
 
 
 def _bert_last_layer(model: torch.nn.Module) -> LastLayer | None:
@@ -305,8 +310,8 @@ def _deberta_v2_last_layer(model: torch.nn.Module) -> LastLayer | None:
         copies, length, _ = hidden.shape
         own = hidden[rows, positions]
         queries = attention.query_proj(own).view(-1, heads, size)
-        keys = attention.key_proj(hidden).view(copies, length, heads, size)[rows]
-        values = attention.value_proj(hidden).view(copies, length, heads, size)[rows]
+        keys = _per_target(attention.key_proj(hidden).view(copies, length, heads, size), rows)
+        values = _per_target(attention.value_proj(hidden).view(copies, length, heads, size), rows)
         scores = torch.einsum("ths,tlhs->thl", queries / scale, keys)
         if attention.relative_attention:
             span = attention.pos_ebd_size

@@ -136,7 +136,7 @@ TARGETS = {
 }
 """Rows and positions of targets in three copies: the last layer's attention uses each
 copy's keys where they lie when every copy holds one target, and gathers them per target
-otherwise (architectures._one_query_attention)."""
+otherwise (architectures._per_target)."""
 
 
 @pytest.mark.parametrize("targets", TARGETS)
