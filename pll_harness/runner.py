@@ -302,11 +302,10 @@ def target_logprobs(
     (bench/README.md).  Float32 logits on the CPU take ``x_t - m - log(sum(exp(x - m)))``,
     ``m`` the row's maximum, which the greedy flag needs anyway, the subtraction and the
     exponential in place: 375 us a chunk of 262 x 4,000 logits against 441 for torch's
-    log-softmax and its maximum (2 threads).  Elsewhere, where
-    bfloat16 or float16 logits need a float32 copy for the subtraction and a device's
-    launches cost more than its passes, the log-softmax is written in float32 and its
-    maximum compared (the maximum of the log-softmax costs a quarter less than an argmax
-    over the logits)."""
+    log-softmax and its maximum (2 threads).  Elsewhere, where bfloat16 or float16 logits
+    would need a float32 copy for the subtraction and a device's launches cost more than
+    its passes, the log-softmax is written in float32 and its maximum compared (the
+    maximum of the log-softmax costs a quarter less than an argmax over the logits)."""
     if logits.device.type == "cpu" and logits.dtype == torch.float32:
         top = logits.amax(-1, keepdim=True)
         picked = logits.gather(1, targets).sub_(top).squeeze(1)
