@@ -33,9 +33,10 @@ logger = logging.getLogger(f"lm_eval.{__name__}")
 
 HEAD_CHUNK_ELEMENTS = {"cpu": 1 << 20, "default": 1 << 26}
 """Upper bound on logits per chunk (rows x vocab).  A run holds one chunk's float32 logits,
-overwritten by their log-softmax: 4 MB on the CPU (4 MB chunks of a 4000-word vocabulary
-ran faster than 2 and 8 MB ones, bench/README.md), 256 MB on accelerators; logits in
-bfloat16 or float16 take a float32 buffer besides for the log-softmax."""
+overwritten in computing the targets' log-probabilities (:func:`target_logprobs`): 4 MB on
+the CPU (4 MB chunks of a 4000-word vocabulary ran faster than 2 and 8 MB ones,
+bench/README.md), 256 MB on accelerators; logits in bfloat16 or float16 take a float32
+buffer besides for their log-softmax."""
 
 HEAD_MIN_ROWS = 32
 """Fewest rows per chunk, whatever the vocabulary: each chunk reads the projection's whole
@@ -295,8 +296,9 @@ def target_logprobs(
     logits: torch.Tensor, targets: torch.Tensor, buffers: _ChunkBuffers
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """The float32 log-probability of each row's target (``targets`` [rows, 1]) and whether
-    it is the row's largest logit (an exact tie counts); ``logits``, which nothing reads
-    afterwards, are overwritten when float32.
+    its logit is the row's largest (an exact tie counts), compared on the logits in every
+    way so that a device or dtype cannot turn a near-tie into a tie; ``logits``, which
+    nothing reads afterwards, are overwritten when float32.
 
     For a small model these passes over the vocabulary are most of the time
     (bench/README.md).  Float32 logits on the CPU take ``x_t - m - log(sum(exp(x - m)))``,
@@ -304,16 +306,16 @@ def target_logprobs(
     exponential in place: 375 us a chunk of 262 x 4,000 logits against 441 for torch's
     log-softmax and its maximum (2 threads).  Elsewhere, where bfloat16 or float16 logits
     would need a float32 copy for the subtraction and a device's launches cost more than
-    its passes, the log-softmax is written in float32 and its maximum compared (the
-    maximum of the log-softmax costs a quarter less than an argmax over the logits)."""
+    its passes, the log-softmax is written in float32 (over float32 logits, after their
+    maximum and the target's logit are read)."""
+    top = logits.amax(-1, keepdim=True)
+    own = logits.gather(1, targets)
+    greedy = (own >= top).squeeze(1)
     if logits.device.type == "cpu" and logits.dtype == torch.float32:
-        top = logits.amax(-1, keepdim=True)
-        picked = logits.gather(1, targets).sub_(top).squeeze(1)
         total = logits.sub_(top).exp_().sum(-1)
-        return picked - total.log_(), picked >= 0
+        return (own - top).squeeze(1) - total.log_(), greedy
     lsm = torch.log_softmax(logits, -1, dtype=torch.float32, out=_float32_out(logits, buffers))
-    picked = lsm.gather(1, targets).squeeze(1)
-    return picked, picked >= lsm.amax(-1)
+    return lsm.gather(1, targets).squeeze(1), greedy
 
 
 def _float32_out(logits: torch.Tensor, buffers: _ChunkBuffers) -> torch.Tensor:

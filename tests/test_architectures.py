@@ -316,10 +316,12 @@ def test_an_unlisted_fairseq_style_model_stops_before_its_padding_rows():
 
 
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+@pytest.mark.parametrize("per_copy", [1, 2])
 @pytest.mark.parametrize(("dtype", "tolerance"), [(torch.float32, 1e-4), (torch.bfloat16, 3e-2)])
-def test_the_last_layer_takes_more_targets_than_a_cuda_grid_dimension(dtype, tolerance):
+def test_the_last_layer_takes_more_targets_than_a_cuda_grid_dimension(dtype, tolerance, per_copy):
     """70,000 targets in one batch, on a GPU: short sentences make batches that large on
-    one without MAX_BATCH_ROWS, and whole_word puts several targets in a copy.  With
+    one without MAX_BATCH_ROWS, one target per copy (keys and values used where they lie)
+    or, as whole_word makes them, several (gathered per target).  With
     ``F.scaled_dot_product_attention``, torch 2.11 ran this one-query attention in bf16 on
     cuDNN's kernel, which failed from 65,536 targets on (pytorch#181235)."""
     config = transformers.BertConfig(
@@ -332,9 +334,9 @@ def test_the_last_layer_takes_more_targets_than_a_cuda_grid_dimension(dtype, tol
     torch.manual_seed(0)
     model = transformers.BertForMaskedLM(config).eval().to("cuda", dtype)
     parts = split_masked_lm(model)
-    input_ids = tokens(70_000, 8).cuda()
-    rows = torch.arange(70_000, device="cuda")
-    cols = rows % 8
+    input_ids = tokens(70_000 // per_copy, 8).cuda()
+    targets = torch.arange(70_000, device="cuda")
+    rows, cols = targets // per_copy, targets % 8
     with torch.no_grad():
         full = model(input_ids=input_ids).logits[rows, cols].float()
         gathered = parts.head(parts.states(input_ids, rows, cols)).float()

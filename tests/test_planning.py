@@ -137,6 +137,18 @@ def test_every_copy_is_in_exactly_one_batch_within_the_limits(tokenizer, batch_s
     assert len(work.batches) > 3  # the budget forces several batches
 
 
+@pytest.mark.parametrize("metric", PLL_METRICS)
+def test_a_batchs_target_rows_are_non_decreasing_and_name_every_copy(tokenizer, metric):
+    """The contract the encoder's last layer relies on (architectures.LastLayer): with as
+    many targets as copies, target t is copy t's, so keys and values need no gather."""
+    long_text = ("", " ".join(["The hooligan wrecked the souvenir."] * 12))
+    _, work = planned(tokenizer, metric, capacity=30, requests=[*REQUESTS, long_text])
+    for batch in work.batches:
+        rows = work.inputs(batch, 0).rows
+        assert (np.diff(rows) >= 0).all()
+        assert np.array_equal(np.unique(rows), np.arange(batch.stop - batch.first))
+
+
 def test_no_batch_holds_more_copies_than_a_cuda_grid_dimension(tokenizer, monkeypatch):
     """A GPU's token budget allows far more short copies than the 65,535 rows that CUDA
     kernels (cuDNN's attention among them) accept in one batch."""

@@ -128,11 +128,13 @@ def test_a_large_vocabulary_still_gets_chunks_of_the_minimum_rows(scorer, monkey
     assert max(seen) == 4 and sum(rows != 4 for rows in seen) <= len(work.batches)
 
 
-@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
-def test_target_logprobs_equal_a_float64_log_softmax_and_count_ties_as_greedy(dtype):
+@pytest.mark.parametrize(("dtype", "below_one"), [(torch.float32, 2**-24), (torch.bfloat16, 2**-8)])
+def test_target_logprobs_equal_a_float64_log_softmax_and_count_ties_as_greedy(dtype, below_one):
     """Float32 logits on the CPU take the in-place way, bfloat16 ones the log-softmax into
     a float32 buffer; both against float64 on the same values, within 1e-5 nats.  Row 0's
-    target is its largest logit, row 1's ties with another, row 2's is second."""
+    target is its largest logit, row 1's ties with another, row 2's is second, and row 3's
+    is one unit in the last place below the largest (1.0), which the float32 log-softmax
+    rounds into a tie: greedy is decided on the logits."""
     torch.manual_seed(0)
     logits = (torch.randn(6, 4000) * 4).to(dtype)
     targets = torch.randint(0, 4000, (6, 1))
@@ -140,13 +142,16 @@ def test_target_logprobs_equal_a_float64_log_softmax_and_count_ties_as_greedy(dt
     logits[1, targets[1]] = logits[1].max()
     logits[2, targets[2]] = logits[2].max()
     logits[2, (targets[2] + 1) % 4000] = logits[2].max() + 1
+    logits[3] = torch.rand(4000).to(dtype) / 2
+    logits[3, (targets[3] + 1) % 4000] = 1.0
+    logits[3, targets[3]] = 1.0 - below_one
     exact = torch.log_softmax(logits.double(), -1).gather(1, targets).squeeze(1)
     expected_greedy = logits.gather(1, targets).squeeze(1) >= logits.amax(-1)
     picked, greedy = target_logprobs(logits.clone(), targets, _ChunkBuffers())
     assert picked.dtype == torch.float32
     torch.testing.assert_close(picked.double(), exact, atol=1e-5, rtol=0)
     assert greedy.tolist() == expected_greedy.tolist()
-    assert greedy[:3].tolist() == [True, True, False]
+    assert greedy[:4].tolist() == [True, True, False, False]
 
 
 def test_chunk_buffers_hand_out_views_and_grow_only_when_needed():
@@ -244,11 +249,10 @@ def test_full_logits_fallback_scores_the_same_and_takes_no_logits_buffer(
 @pytest.mark.parametrize(
     ("dtype", "buffers"), [(torch.float32, ["logits"]), (torch.bfloat16, ["logits", "logprobs"])]
 )
-def test_float32_logits_take_their_log_softmax_in_place(
-    tiny_bert_dir, taken_buffers, dtype, buffers
-):
-    """Float32 logits are overwritten by their log-softmax, which saves a buffer of a
-    chunk's size; logits of a lower precision get a float32 buffer for it.  Float32 scores
+def test_float32_logits_are_overwritten_in_place(tiny_bert_dir, taken_buffers, dtype, buffers):
+    """Float32 logits are overwritten in computing their targets' log-probabilities, which
+    saves a buffer of a chunk's size; logits of a lower precision get a float32 buffer for
+    their log-softmax.  Float32 scores
     equal the float64 reference (test_scorer); here: which buffers a run takes, and that a
     bfloat16 run scores every target."""
     scorer = PLLScorer.from_pretrained(tiny_bert_dir, "word_l2r", device="cpu", dtype=dtype)
