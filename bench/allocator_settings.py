@@ -94,11 +94,7 @@ def main() -> None:
         return
     args.model, args.shared = None, pll_bench.REPO_ROOT.parent / "shared"
     model, description = pll_bench.resolve_model(args)
-    texts = (
-        pll_bench.blimp_sentences(args.data)
-        if args.all
-        else pll_bench.sample_sentences(args.data, args.n, 0)
-    )
+    texts = pll_bench.benchmark_sentences(args.data, None if args.all else args.n)
     spec = args.out_dir / ".allocator-settings-spec.json"
     args.out_dir.mkdir(parents=True, exist_ok=True)
     spec.write_text(json.dumps({**vars(args), "model": str(model), "texts": texts}, default=str))

@@ -138,10 +138,7 @@ def main(argv: list[str] | None = None) -> None:
     args = parser.parse_args(argv)
     bench_args = pll_bench.parse_args(["--arch", args.arch])
     model, description = pll_bench.resolve_model(bench_args)
-    blimp = bench_args.data
-    texts = (
-        pll_bench.sample_sentences(blimp, args.n, 0) if args.n else pll_bench.blimp_sentences(blimp)
-    )
+    texts = pll_bench.benchmark_sentences(bench_args.data, args.n)
     scorer = PLLScorer.from_pretrained(str(model), pll_metric="word_l2r", device="cpu")
     with Ticker(threading.get_ident(), args.threshold_ms / 1000) as ticker:
         seconds = host_steps(scorer, texts, ticker)

@@ -124,6 +124,12 @@ def sample_sentences(blimp_dir: Path, n: int, seed: int) -> list[str]:
     return random.Random(seed).sample(pool, min(n, len(pool)))
 
 
+def benchmark_sentences(blimp_dir: Path, n: int | None, seed: int = 0) -> list[str]:
+    """All BLiMP sentences when ``n`` is None, else a seeded sample of ``n``: what every
+    bench script scores."""
+    return blimp_sentences(blimp_dir) if n is None else sample_sentences(blimp_dir, n, seed)
+
+
 def eventsadapt_sentences() -> list[str]:
     path = PACKAGED_DATA / "eventsadapt" / "eventsadapt_pairs.jsonl.gz"
     return [s for row in _rows(path) for s in _pair(row)]
@@ -759,10 +765,7 @@ def main(argv: list[str] | None = None) -> None:
     threads = args.threads or torch.get_num_threads()
     dtypes = args.dtypes or (["float32", "bfloat16"] if device.startswith("cuda") else ["float32"])
     blimp_dir = args.data
-    if args.all:
-        texts = blimp_sentences(blimp_dir)
-    else:
-        texts = sample_sentences(blimp_dir, args.n, args.seed)
+    texts = benchmark_sentences(blimp_dir, None if args.all else args.n, args.seed)
     model_dir, model_note = resolve_model(args)
     shape = model_shape(model_dir)
     minicons_python = ensure_minicons(args)

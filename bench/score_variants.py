@@ -161,10 +161,7 @@ def main(argv: list[str] | None = None) -> None:
     if not torch.cuda.is_available():
         sys.exit("score_variants.py times CUDA events: run it on a CUDA machine")
     bench_args = pll_bench.parse_args([])
-    blimp = bench_args.data
-    texts = (
-        pll_bench.sample_sentences(blimp, args.n, 0) if args.n else pll_bench.blimp_sentences(blimp)
-    )
+    texts = pll_bench.benchmark_sentences(bench_args.data, args.n)
     model, _ = pll_bench.resolve_model(bench_args)
     spec = {"model": str(model), "metric": "word_l2r", "device": "cuda", "dtype": "bfloat16"}
     scorer = pll_bench._load_ours(spec)
