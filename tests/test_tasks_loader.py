@@ -6,6 +6,7 @@ import gzip
 import json
 import math
 import re
+from collections.abc import Callable
 from pathlib import Path
 
 import datasets
@@ -283,30 +284,130 @@ def _spied_json_reads(monkeypatch: pytest.MonkeyPatch) -> list[dict]:
     return calls
 
 
-def test_flat_json_is_read_in_one_pass_as_the_default_read_reads_it(
+PACKAGED_DATA = Path(mp.__file__).parent / "data"
+
+
+def _default_read(paths: list[Path]) -> datasets.Dataset:
+    """What the JSON builder makes of ``paths``, with its own settings."""
+    return datasets.Dataset.from_json([str(p) for p in paths], split=mp.SPLIT)
+
+
+def _assert_same_split(read: datasets.Dataset, default: datasets.Dataset) -> None:
+    assert read.features == default.features
+    assert read.to_list() == default.to_list()
+
+
+def _write_json_lines(path: Path, rows: list[dict], prefix: bytes = b"") -> Path:
+    text = "".join(json.dumps(row) + "\n" for row in rows).encode()
+    path.write_bytes(gzip.compress(prefix + text) if path.suffix == ".gz" else prefix + text)
+    return path
+
+
+PLAIN_ROWS = [
+    {"g": "A cat sat.", "b": "A cat sit.", "n": 1, "ok": True, "w": 0.5, "note": None},
+    {"g": "Dogs bark.", "b": "Dogs barks.", "n": 2, "ok": False, "w": 1.5, "note": "x"},
+]
+
+
+def test_every_packaged_pair_file_is_read_in_memory_as_the_builder_reads_it(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """All 142 packaged files (BLiMP, CLAMS, CrowS-Pairs, EventsAdapt, Zorro): no builder
+    call, and the split the builder makes, features and rows."""
+    files = sorted(PACKAGED_DATA.glob("*/**/*.jsonl.gz"))
+    assert len(files) == 142
+    for path in files:
+        default = _default_read([path])
+        calls = _spied_json_reads(monkeypatch)
+        _assert_same_split(mp._read([path], "json"), default)
+        monkeypatch.undo()
+        assert calls == [], path
+
+
+def test_plain_json_lines_are_read_in_memory_as_the_builder_reads_them(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """The packaged pair files, and any whose columns hold plain values (nulls too), skip
-    the JSON builder's search for mixed nested fields, which finds none in them: one read,
-    the same split as the default read."""
-    packaged = Path(mp.__file__).parent / "data" / "blimp" / "adjunct_island.jsonl.gz"
-    plain = tmp_path / "plain.jsonl"
-    rows = [
-        {"g": "A cat sat.", "b": "A cat sit.", "n": 1, "ok": True, "w": 0.5, "note": None},
-        {"g": "Dogs bark.", "b": "Dogs barks.", "n": 2, "ok": False, "w": 1.5, "note": "x"},
-    ]
-    plain.write_text("".join(json.dumps(row) + "\n" for row in rows), encoding="utf-8")
+    """Strings, integers, booleans, floats and nulls; one file, gzipped, and several files
+    with the same columns, in the order given."""
+    plain = _write_json_lines(tmp_path / "plain.jsonl", PLAIN_ROWS)
+    zipped = _write_json_lines(tmp_path / "zipped.jsonl.gz", PLAIN_ROWS[::-1])
+    for paths in ([plain], [zipped], [zipped, plain]):
+        default = _default_read(paths)
+        calls = _spied_json_reads(monkeypatch)
+        read = mp._read(paths, "json")
+        monkeypatch.undo()
+        assert calls == []
+        _assert_same_split(read, default)
+    assert mp._read([plain], "json")._fingerprint != mp._read([zipped], "json")._fingerprint
+
+
+def _with_a_byte_order_mark(tmp_path: Path) -> list[Path]:
+    return [_write_json_lines(tmp_path / "bom.jsonl", PLAIN_ROWS, b"\xef\xbb\xbf")]
+
+
+def _one_json_array(tmp_path: Path) -> list[Path]:
+    path = tmp_path / "array.json"
+    path.write_text(json.dumps(PLAIN_ROWS), encoding="utf-8")
+    return [path]
+
+
+def _a_zip_of_two_files(tmp_path: Path) -> list[Path]:
+    import zipfile
+
+    path = tmp_path / "pairs.zip"
+    with zipfile.ZipFile(path, "w") as archive:
+        for index, rows in enumerate((PLAIN_ROWS, PLAIN_ROWS[::-1])):
+            archive.writestr(f"part{index}.jsonl", "".join(json.dumps(r) + "\n" for r in rows))
+    return [path]
+
+
+@pytest.mark.parametrize(
+    "files",
+    [_with_a_byte_order_mark, _one_json_array, _a_zip_of_two_files],
+)
+def test_what_the_in_memory_read_does_not_take_the_builder_reads(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, files: Callable[[Path], list[Path]]
+) -> None:
+    """Files the builder treats in ways of its own (a byte-order mark, a JSON array, an
+    archive of several files): its split, as it makes it."""
+    paths = files(tmp_path)
+    default = _default_read(paths)
+    calls = _spied_json_reads(monkeypatch)
+    read = mp._read(paths, "json")
+    assert len(calls) == 1
+    _assert_same_split(read, default)
+
+
+def test_files_the_builder_cannot_read_fail_as_it_fails(tmp_path: Path) -> None:
+    """Columns that differ between files, a gzip name on a plain file: the builder's error,
+    not a split the builder would not have made."""
+    first = _write_json_lines(tmp_path / "a.jsonl", PLAIN_ROWS)
+    other = _write_json_lines(tmp_path / "b.jsonl", [{"g": "C.", "b": "D.", "z": 3}])
+    named_gzip = tmp_path / "plain.jsonl.gz"
+    named_gzip.write_text('{"g": "A.", "b": "B."}\n', encoding="utf-8")
+    for paths in ([first, other], [named_gzip]):
+        with pytest.raises(Exception) as builder_error:
+            _default_read(paths)
+        with pytest.raises(builder_error.type):
+            mp._read(paths, "json")
+
+
+def test_a_file_larger_than_the_builders_chunk_is_read_by_the_builder(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The builder parses a file chunk by chunk, each chunk's types inferred on their own,
+    so only a file within one chunk is read in memory."""
     from datasets.packaged_modules.json.json import JsonConfig
 
-    one_pass = "on_mixed_types" in JsonConfig.__dataclass_fields__  # not in older datasets
-    for path in (packaged, plain):
-        default = datasets.Dataset.from_json(str(path), split=mp.SPLIT)
-        calls = _spied_json_reads(monkeypatch)
-        read = mp._read([path], "json")
-        monkeypatch.undo()
-        assert calls[0] == {"split": mp.SPLIT, "on_mixed_types": None}
-        assert len(calls) == 1 or not one_pass
-        assert read.features == default.features and read.to_list() == default.to_list()
+    path = _write_json_lines(tmp_path / "long.jsonl", PLAIN_ROWS)
+    default = _default_read([path])
+    # The in-memory read takes the chunk size from the config's default; the builder's
+    # configs keep theirs (10 MB), so it still reads the file as before.
+    monkeypatch.setattr(JsonConfig.__dataclass_fields__["chunksize"], "default", 64)
+    calls = _spied_json_reads(monkeypatch)
+    read = mp._read([path], "json")
+    assert len(calls) == 1
+    _assert_same_split(read, default)
 
 
 @pytest.mark.parametrize(

@@ -15,7 +15,10 @@ the same four steps, named from the YAML templates in ``templates/``:
 
 from __future__ import annotations
 
+import codecs
 import difflib
+import hashlib
+import io
 import itertools
 import logging
 import weakref
@@ -25,6 +28,8 @@ from typing import Any
 
 import datasets
 import fsspec
+import pyarrow
+import pyarrow.json
 import pyarrow.parquet
 
 from pll_harness.file_formats import format_from_name
@@ -202,7 +207,7 @@ def _read(paths: list[Path], fmt: str) -> datasets.Dataset:
     builders fail in three different ways (a bare StopIteration among them); that case is
     told apart, only once they have failed, and named.
 
-    JSON is first read as :func:`_read_flat_json` reads it."""
+    JSON Lines is first read as :func:`_read_json_lines_in_memory` reads it."""
     readers: dict[str, tuple[Callable[..., datasets.Dataset], dict[str, Any]]] = {
         "csv": (datasets.Dataset.from_csv, {"keep_default_na": False}),
         "tsv": (datasets.Dataset.from_csv, {"keep_default_na": False, "sep": "\t"}),
@@ -210,13 +215,12 @@ def _read(paths: list[Path], fmt: str) -> datasets.Dataset:
         "parquet": (datasets.Dataset.from_parquet, {}),
     }
     read, kwargs = readers[fmt]
-    files = [str(p) for p in paths]
     if fmt == "json":
-        flat = _read_flat_json(files)
-        if flat is not None:
-            return flat
+        in_memory = _read_json_lines_in_memory(paths)
+        if in_memory is not None:
+            return in_memory
     try:
-        return read(files, split=SPLIT, **kwargs)
+        return read([str(p) for p in paths], split=SPLIT, **kwargs)
     except Exception:
         empty = [p.name for p in paths if not _holds_records(p, fmt)]
         if not empty:
@@ -226,25 +230,61 @@ def _read(paths: list[Path], fmt: str) -> datasets.Dataset:
         ) from None
 
 
-def _read_flat_json(files: list[str]) -> datasets.Dataset | None:
-    """JSON files whose every column holds plain values, read without the JSON builder's
-    pass over every line in Python, which looks for nested fields whose keys or types vary
-    from row to row in order to store them as JSON text (``on_mixed_types``); or None, and
-    the default read follows: for a file with any nested column, where the two ways could
-    differ, for one that this read cannot take, and with a ``datasets`` that lacks the
-    option.  For flat columns that pass finds nothing, so both ways give the same split.
-    With an empty ``datasets`` cache, as a fresh machine has, lm-eval loaded blimp_pll's 67
-    tasks in 1.8-2.2 s this way against 2.2-2.7 s (bench/README.md); from the cache, the
-    same."""
-    builder_log = logging.getLogger("datasets")
-    level = builder_log.level
-    builder_log.setLevel(logging.CRITICAL)  # its "Failed to load JSON", which is not so
-    try:
-        dataset = datasets.Dataset.from_json(files, split=SPLIT, on_mixed_types=None)
-    except Exception:  # the default read takes it, or says why it cannot
-        return None
-    finally:
-        builder_log.setLevel(level)
+SINGLE_STREAMS = (None, "gzip")
+"""Compressions the in-memory read takes, as fsspec infers them from a file's name: one
+stream each, read as the builder reads it once it has decompressed the file (an archive
+such as a zip file may hold several files, which the builder reads one after the
+other)."""
+
+
+def _read_json_lines_in_memory(paths: list[Path]) -> datasets.Dataset | None:
+    """JSON Lines files of plain columns, each within one chunk of the JSON builder, read
+    with the builder's own parser call (pyarrow's, with its block size) into an in-memory
+    split; or None, and the builder reads them or says why it cannot: a file larger than a
+    chunk, one without rows, one that starts with a byte-order mark or is one JSON array,
+    one that pyarrow cannot parse or that its name says is an archive or compressed other
+    than by gzip, a nested column (which the
+    builder may store as JSON text), files whose columns differ.  What is left is the case
+    where the builder parses each file in one call and stores the result as it is, so both
+    give the same split.
+
+    The builder's bookkeeping around that call (hashing the files, writing an Arrow copy
+    of each into the ``datasets`` cache, then memory-mapping it) took about 20 ms a file
+    with an empty cache, as a fresh machine has: 1.5 s of lm-eval's loading of blimp_pll's
+    67 tasks here, against 0.2 s this way; 0.5 s from a filled cache (bench/README.md)."""
+    from datasets.packaged_modules.json.json import JsonConfig
+    from datasets.table import InMemoryTable
+
+    chunk = JsonConfig.__dataclass_fields__["chunksize"].default
+    smallest_block = max(chunk // 32, 16 << 10)
+    tables = []
+    content = hashlib.sha256()
+    for path in paths:
+        if fsspec.utils.infer_compression(str(path)) not in SINGLE_STREAMS:
+            return None
+        try:
+            with fsspec.open(str(path), "rb", compression="infer") as handle:
+                data = handle.read(chunk + 1)
+            if not data or len(data) > chunk or data.startswith((codecs.BOM_UTF8, b"[")):
+                return None
+            block = len(data) if len(data) // 8 > smallest_block else smallest_block
+            table = pyarrow.json.read_json(
+                io.BytesIO(data), read_options=pyarrow.json.ReadOptions(block_size=block)
+            )
+            table.validate()
+        except Exception:  # the builder reads it, or says why it cannot
+            return None
+        if not table.num_rows or (tables and table.schema != tables[0].schema):
+            return None
+        tables.append(table)
+        content.update(data)
+    # A fingerprint of the bytes read: datasets' default hashes the whole table through
+    # dill, 18 ms a BLiMP file, most of this read's time.
+    dataset = datasets.Dataset(
+        InMemoryTable(pyarrow.concat_tables(tables)),
+        split=SPLIT,
+        fingerprint=content.hexdigest()[:16],
+    )
     if all(isinstance(feature, datasets.Value) for feature in dataset.features.values()):
         return dataset
     return None
