@@ -124,8 +124,15 @@ def test_template_includes_by_name():
     yaml_loader = SimpleNamespace(load_yaml=lambda path, **kwargs: loaded.append(Path(path)))
     hook._resolve_template_includes(yaml_loader)
     yaml_loader.load_yaml("/tasks/pll_harness:minimal_pair.yaml", recursive=True)
+    yaml_loader.load_yaml(Path("/tasks/pll_harness:pair_preference.yaml"))
     yaml_loader.load_yaml("/tasks/minimal_pair.yaml")
-    assert loaded == [TEMPLATE_DIR / "minimal_pair.yaml", Path("/tasks/minimal_pair.yaml")]
+    yaml_loader.load_yaml(Path("/pll_harness:tasks/minimal_pair.yaml"))  # a folder's name
+    assert loaded == [
+        TEMPLATE_DIR / "minimal_pair.yaml",
+        TEMPLATE_DIR / "pair_preference.yaml",
+        Path("/tasks/minimal_pair.yaml"),
+        Path("/pll_harness:tasks/minimal_pair.yaml"),
+    ]
     assert all(template.is_file() for template in TEMPLATE_DIR.glob("*.yaml"))
 
 
