@@ -249,9 +249,10 @@ def _read_json_lines_in_memory(paths: list[Path]) -> datasets.Dataset | None:
     give the same split.
 
     The builder's bookkeeping around that call (hashing the files, writing an Arrow copy
-    of each into the ``datasets`` cache, then memory-mapping it) took about 20 ms a file
-    with an empty cache, as a fresh machine has: 1.5 s of lm-eval's loading of blimp_pll's
-    67 tasks here, against 0.2 s this way; 0.5 s from a filled cache (bench/README.md)."""
+    of each into the ``datasets`` cache, then memory-mapping it) cost about 20 ms a file
+    with an empty cache, as a fresh machine has: lm-eval loaded blimp_pll's 67 tasks in
+    1.42-2.03 s that way (0.58-0.76 s from a filled cache), in 0.54-0.75 s this way, with
+    or without a cache (bench/README.md)."""
     from datasets.packaged_modules.json.json import JsonConfig
     from datasets.table import InMemoryTable
 
