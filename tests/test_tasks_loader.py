@@ -361,35 +361,73 @@ def _a_zip_of_two_files(tmp_path: Path) -> list[Path]:
     return [path]
 
 
+def _other_columns_in_the_second(tmp_path: Path) -> list[Path]:
+    first = _write_json_lines(tmp_path / "a.jsonl", PLAIN_ROWS)
+    return [first, _write_json_lines(tmp_path / "b.jsonl", [{"g": "C.", "b": "D.", "z": 3}])]
+
+
+def _named_gzip_but_plain(tmp_path: Path) -> list[Path]:
+    path = tmp_path / "plain.jsonl.gz"
+    path.write_text('{"g": "A.", "b": "B."}\n', encoding="utf-8")
+    return [path]
+
+
+def _rows_without_columns(tmp_path: Path) -> list[Path]:
+    return [_write_json_lines(tmp_path / "empty_rows.jsonl", [{}, {}])]
+
+
+def _an_agents_trace_columns(tmp_path: Path) -> list[Path]:
+    row = {"type": "session", "id": "s1", "version": 1, "cwd": "/", "g": "A.", "b": "B."}
+    return [_write_json_lines(tmp_path / "droid.jsonl", [row])]
+
+
+def _outcome(read: Callable[[], datasets.Dataset]) -> tuple:
+    """A read's split (features and rows), or the type of its error."""
+    try:
+        split = read()
+    except Exception as error:  # the builder's own errors are among the outcomes compared
+        return ("error", type(error))
+    return ("split", split.features, split.to_list())
+
+
 @pytest.mark.parametrize(
     "files",
-    [_with_a_byte_order_mark, _one_json_array, _a_zip_of_two_files],
+    [
+        _with_a_byte_order_mark,
+        _one_json_array,
+        _a_zip_of_two_files,
+        _other_columns_in_the_second,
+        _named_gzip_but_plain,
+        _rows_without_columns,
+        _an_agents_trace_columns,
+    ],
 )
 def test_what_the_in_memory_read_does_not_take_the_builder_reads(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, files: Callable[[Path], list[Path]]
 ) -> None:
     """Files the builder treats in ways of its own (a byte-order mark, a JSON array, an
-    archive of several files): its split, as it makes it."""
+    archive of several files, an agent's traces) or cannot read (columns that differ
+    between files, a gzip name on a plain file, rows without columns): the builder's split,
+    or its error."""
     paths = files(tmp_path)
-    default = _default_read(paths)
+    expected = _outcome(lambda: _default_read(paths))
     calls = _spied_json_reads(monkeypatch)
-    read = mp._read(paths, "json")
+    assert _outcome(lambda: mp._read(paths, "json")) == expected
     assert len(calls) == 1
-    _assert_same_split(read, default)
 
 
-def test_files_the_builder_cannot_read_fail_as_it_fails(tmp_path: Path) -> None:
-    """Columns that differ between files, a gzip name on a plain file: the builder's error,
-    not a split the builder would not have made."""
-    first = _write_json_lines(tmp_path / "a.jsonl", PLAIN_ROWS)
-    other = _write_json_lines(tmp_path / "b.jsonl", [{"g": "C.", "b": "D.", "z": 3}])
-    named_gzip = tmp_path / "plain.jsonl.gz"
-    named_gzip.write_text('{"g": "A.", "b": "B."}\n', encoding="utf-8")
-    for paths in ([first, other], [named_gzip]):
-        with pytest.raises(Exception) as builder_error:
-            _default_read(paths)
-        with pytest.raises(builder_error.type):
-            mp._read(paths, "json")
+@pytest.mark.parametrize("suffix", ["csv", "jsonl"])
+def test_a_file_name_is_not_a_glob_pattern(tmp_path: Path, suffix: str) -> None:
+    """The builders glob their paths: `pairs[1].csv` read `pairs1.csv` beside it.  The
+    JSON Lines file here has a nested column, so that the builder reads it."""
+    for name, sentence in (("pairs[1]", "Right."), ("pairs1", "Wrong.")):
+        if suffix == "csv":
+            _write_csv(tmp_path / f"{name}.csv", f"g,b,n\n{sentence},B.,1\n")
+        else:
+            row = {"g": sentence, "b": "B.", "n": [1]}
+            _write_json_lines(tmp_path / f"{name}.{suffix}", [row])
+    loaded = mp.load_minimal_pairs(str(tmp_path / f"pairs[1].{suffix}"), good="g", bad="b")
+    assert loaded[mp.SPLIT]["sentence_good"] == ["Right."]
 
 
 def test_a_file_larger_than_the_builders_chunk_is_read_by_the_builder(

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import codecs
 import difflib
+import glob
 import hashlib
 import io
 import itertools
@@ -220,7 +221,8 @@ def _read(paths: list[Path], fmt: str) -> datasets.Dataset:
         if in_memory is not None:
             return in_memory
     try:
-        return read([str(p) for p in paths], split=SPLIT, **kwargs)
+        # The builders take glob patterns: `pairs[1].csv` would read `pairs1.csv`.
+        return read([glob.escape(str(p)) for p in paths], split=SPLIT, **kwargs)
     except Exception:
         empty = [p.name for p in paths if not _holds_records(p, fmt)]
         if not empty:
@@ -241,22 +243,25 @@ def _read_json_lines_in_memory(paths: list[Path]) -> datasets.Dataset | None:
     """JSON Lines files of plain columns, each within one chunk of the JSON builder, read
     with the builder's own parser call (pyarrow's, with its block size) into an in-memory
     split; or None, and the builder reads them or says why it cannot: a file larger than a
-    chunk, one without rows, one that starts with a byte-order mark or is one JSON array,
-    one that pyarrow cannot parse or that its name says is an archive or compressed other
-    than by gzip, a nested column (which the
-    builder may store as JSON text), files whose columns differ.  What is left is the case
-    where the builder parses each file in one call and stores the result as it is, so both
-    give the same split.
+    chunk, one without rows or columns, one that starts with a byte-order mark or is one
+    JSON array, one that pyarrow cannot parse or that its name says is an archive or
+    compressed other than by gzip, a nested column (which the builder may store as JSON
+    text), the columns of an agent's traces (which it reshapes), files whose columns
+    differ.  What is left is the case where the builder parses each file in one call and
+    stores the result as it is, so both give the same split.
 
     The builder's bookkeeping around that call (hashing the files, writing an Arrow copy
     of each into the ``datasets`` cache, then memory-mapping it) cost about 20 ms a file
     with an empty cache, as a fresh machine has: lm-eval loaded blimp_pll's 67 tasks in
     1.42-2.03 s that way (0.58-0.76 s from a filled cache), in 0.54-0.75 s this way, with
     or without a cache (bench/README.md)."""
-    from datasets.packaged_modules.json.json import JsonConfig
+    from datasets.packaged_modules.json import json as json_builder
     from datasets.table import InMemoryTable
 
-    chunk = JsonConfig.__dataclass_fields__["chunksize"].default
+    # Columns that the builder takes for an agent's traces (datasets versions that have them).
+    traces = getattr(json_builder, "has_agent_traces_markers", lambda features: False)
+
+    chunk = json_builder.JsonConfig.__dataclass_fields__["chunksize"].default
     smallest_block = max(chunk // 32, 16 << 10)
     tables = []
     content = hashlib.sha256()
@@ -275,7 +280,9 @@ def _read_json_lines_in_memory(paths: list[Path]) -> datasets.Dataset | None:
             table.validate()
         except Exception:  # the builder reads it, or says why it cannot
             return None
-        if not table.num_rows or (tables and table.schema != tables[0].schema):
+        if not (table.num_rows and table.num_columns) or (
+            tables and table.schema != tables[0].schema
+        ):
             return None
         tables.append(table)
         content.update(data)
@@ -286,7 +293,8 @@ def _read_json_lines_in_memory(paths: list[Path]) -> datasets.Dataset | None:
         split=SPLIT,
         fingerprint=content.hexdigest()[:16],
     )
-    if all(isinstance(feature, datasets.Value) for feature in dataset.features.values()):
+    features = dataset.features
+    if all(isinstance(f, datasets.Value) for f in features.values()) and not traces(features):
         return dataset
     return None
 
