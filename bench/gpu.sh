@@ -4,8 +4,8 @@
 # machines have no network: carry .whl). bench/README.md gives the device calls to make.
 #
 #   bash bench/gpu.sh [STEP ...]      # STEP: sample, all, variants, lm_eval, bf16, attention,
-#                                     # kernel, tokenize, cuda_tests or everything (default: all
-#                                     # nine)
+#                                     # kernel, fusion, tokenize, cuda_tests or everything
+#                                     # (default: all ten)
 #
 #   sample   ours vs minicons on 2,000 seeded BLiMP sentences, fp32 and bf16, word_l2r
 #   all      all 134,000 BLiMP sentences through PLLScorer.score, bf16, the loader's default
@@ -29,6 +29,9 @@
 #            choice and eager attention, twice each (bench/attention_gpu.py)
 #   kernel   the short-sequence attention kernel against SDPA's kernels, one layer at the
 #            shapes of BLiMP's batches (bench/short_attention_gpu.py)
+#   fusion   a bert-base layer after its attention at the shapes of BLiMP's batches: as
+#            transformers runs it, compiled by torch.compile (its element-wise passes
+#            fused), and its matrix products alone (bench/fusion_gpu.py)
 #   tokenize the tokenize step over all of BLiMP with TOKENIZERS_PARALLELISM unset, false and
 #            true, each in a fresh process (bench/tokenize_threads.py)
 #   cuda_tests  the tests that need CUDA (skipped elsewhere): the runner's CUDA paths (parts
@@ -56,11 +59,14 @@ cd "$(dirname "$0")/.."
 STEPS=("${@:-everything}")
 for step in "${STEPS[@]}"; do
     case $step in
-    sample | all | variants | lm_eval | bf16 | attention | kernel | tokenize | cuda_tests) ;;
-    everything) STEPS=(sample all variants lm_eval bf16 attention kernel tokenize cuda_tests) ;;
+    sample | all | variants | lm_eval | bf16 | attention | kernel | fusion | tokenize) ;;
+    cuda_tests) ;;
+    everything)
+        STEPS=(sample all variants lm_eval bf16 attention kernel fusion tokenize cuda_tests)
+        ;;
     *)
         echo "usage: bash bench/gpu.sh [sample|all|variants|lm_eval|bf16|attention|kernel" \
-            "|tokenize|cuda_tests|everything ...]" >&2
+            "|fusion|tokenize|cuda_tests|everything ...]" >&2
         exit 2
         ;;
     esac
@@ -252,6 +258,12 @@ kernel() {
     run kernel.log "$PY" bench/short_attention_gpu.py --out-dir "$RESULTS"
 }
 
+fusion() {
+    local scale=()
+    [[ $DEVICE == cuda* ]] || scale=(--scale 2000) # a CPU's dry run: a few dozen copies
+    run fusion.log "$PY" bench/fusion_gpu.py --device "$DEVICE" "${scale[@]}" --out-dir "$RESULTS"
+}
+
 tokenize() {
     local size=()
     [[ -z ${ALL_N:-} ]] || size=(--n "$ALL_N")
@@ -272,6 +284,7 @@ tables() {
     bf16) ls "$RESULTS"/bf16-vs-fp32-*.md ;;
     attention) ls "$RESULTS"/attention-gpu-*.md ;;
     kernel) ls "$RESULTS"/short-attention-gpu-*.md ;;
+    fusion) ls "$RESULTS"/fusion-gpu-*.md ;;
     variants) ls "$RESULTS"/score-variants-*.md ;;
     tokenize) ls "$RESULTS"/tokenize-threads-*.md ;;
     esac 2>/dev/null || true

@@ -16,7 +16,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 STANDIN="${STANDIN:-/tmp/gpu-standin}"
-(($#)) || set -- "cuda_tests sample all lm_eval" "tokenize bf16 attention"
+(($#)) || set -- "cuda_tests sample all lm_eval fusion" "tokenize bf16 attention"
 if [[ ! -x $STANDIN/bin/python3 ]]; then
     python3 -m venv "$STANDIN"
     # torch 2.13.0: the CPU wheel this machine has locally (the device has 2.11.0+cu130).
