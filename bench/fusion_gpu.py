@@ -99,10 +99,6 @@ def main() -> None:
     import torch
 
     shapes = [(max(1, copies // args.scale), length) for copies, length in SHAPES]
-    rows: dict[str, list[str]] = {}
-    for copies, length in shapes:
-        for name, cell in one_shape(copies, length, args.device, args.repeats).items():
-            rows.setdefault(name, []).append(cell)
     dtype = "bfloat16" if args.device.startswith("cuda") else "float32"
     name = torch.cuda.get_device_name() if args.device.startswith("cuda") else args.device
     lines = [
@@ -112,9 +108,11 @@ def main() -> None:
         f"{args.repeats} calls (CPU: mean), in brackets against transformers' modules; "
         f"torch {torch.__version__}",
         "",
-        "| way | " + " | ".join(f"{copies} x {length}" for copies, length in shapes) + " |",
-        "| --- |" + " ---: |" * len(shapes),
-        *(f"| {way} | " + " | ".join(cells) + " |" for way, cells in rows.items()),
+        *pll_bench.shape_table(
+            "way",
+            shapes,
+            lambda copies, length: one_shape(copies, length, args.device, args.repeats),
+        ),
     ]
     print("\n".join(lines))
     pll_bench.write_lines(args.out_dir, "fusion-gpu", lines, device=args.device)

@@ -63,6 +63,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -1073,6 +1074,22 @@ def markdown(report: dict[str, Any]) -> str:
         + ("; ".join(report["other_busy_processes_at_end"]) or "none")
     )
     return "\n".join(lines) + "\n"
+
+
+def shape_table(
+    first: str, shapes: list[tuple[int, int]], cells: Callable[[int, int], dict[str, str]]
+) -> list[str]:
+    """A markdown table for a micro-benchmark at BLiMP's batch shapes: a column per ``(copies,
+    length)``, a row per way measured, the cells ``cells(copies, length)`` gives by way."""
+    rows: dict[str, list[str]] = {}
+    for copies, length in shapes:
+        for way, cell in cells(copies, length).items():
+            rows.setdefault(way, []).append(cell)
+    return [
+        f"| {first} | " + " | ".join(f"{copies} x {length}" for copies, length in shapes) + " |",
+        "| --- |" + " ---: |" * len(shapes),
+        *(f"| {way} | " + " | ".join(row) + " |" for way, row in rows.items()),
+    ]
 
 
 def write_lines(

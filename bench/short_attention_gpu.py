@@ -91,19 +91,15 @@ def main() -> None:
 
     import torch
 
-    rows: dict[str, list[str]] = {}
-    for copies, length in SHAPES:
-        for name, cell in one_shape(copies, length, args.repeats).items():
-            rows.setdefault(name, []).append(cell)
     lines = [
         f"# Short-sequence attention against SDPA: {torch.cuda.get_device_name()}",
         "",
         f"- one layer's attention, {HEADS} heads of {SIZE}, bfloat16; median of "
         f"{args.repeats} calls; ms (GB/s)",
         "",
-        "| kernel | " + " | ".join(f"{copies} x {length}" for copies, length in SHAPES) + " |",
-        "| --- |" + " ---: |" * len(SHAPES),
-        *(f"| {name} | " + " | ".join(cells) + " |" for name, cells in rows.items()),
+        *pll_bench.shape_table(
+            "kernel", SHAPES, lambda copies, length: one_shape(copies, length, args.repeats)
+        ),
     ]
     print("\n".join(lines))
     pll_bench.write_lines(args.out_dir, "short-attention-gpu", lines, device="cuda")
