@@ -19,7 +19,9 @@
 #            revision's package (`mkdir -p .baseline && git archive REV pll_harness | tar -x
 #            -C .baseline`, carried), that engine's default first, then ours, the default
 #            alone for each; with RESERVE=1, ours again in a process that first holds and
-#            frees a full batch's activations (the allocator's growth in a first call)
+#            frees a full batch's activations (the allocator's growth in a first call), and
+#            in one that first holds and frees a pinned host block of each power of two (the
+#            host allocator's)
 #   lm_eval  `lm_eval --model pll-mlm ... --tasks blimp_pll` end to end, wall time, and where it
 #            goes (bench/lm_eval_phases.py, which runs lm-eval's command line in-process);
 #            twice, the first on a fresh machine paying cold caches, the second as a user's
@@ -241,7 +243,7 @@ attention() {
 }
 
 variants() {
-    local size=() only=()
+    local size=() only=() failed=0
     [[ -z ${ALL_N:-} ]] || size=(--n "$ALL_N")
     [[ -z ${BASELINE:-}${RESERVE:-} ]] || only=(--defaults-only)
     if [[ -n ${BASELINE:-} ]]; then
@@ -250,8 +252,13 @@ variants() {
     fi
     run variants.log "$PY" bench/score_variants.py "${size[@]}" "${only[@]}" \
         --out-dir "$RESULTS" || return 1
-    [[ -z ${RESERVE:-} ]] || run variants.log "$PY" bench/score_variants.py "${size[@]}" \
-        "${only[@]}" --reserve --tag reserve --out-dir "$RESULTS"
+    [[ -n ${RESERVE:-} ]] || return 0
+    # Each allocator's warm-up in a process of its own; one failing leaves the other's run.
+    run variants.log "$PY" bench/score_variants.py "${size[@]}" "${only[@]}" \
+        --reserve --tag reserve --out-dir "$RESULTS" || failed=1
+    run variants.log "$PY" bench/score_variants.py "${size[@]}" "${only[@]}" \
+        --pin --tag pinned --out-dir "$RESULTS" || failed=1
+    return "$failed"
 }
 
 kernel() {

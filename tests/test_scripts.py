@@ -338,8 +338,8 @@ def test_score_variants_times_each_setting_and_restores_it(monkeypatch):
     """Every variant of score_variants.py runs the same scoring with a timeline, in a run
     split into parts prepared ahead (as on a GPU), and leaves the interpreter's switch
     interval, the collector and the scorer as they were; ``--defaults-only`` runs the
-    default's three calls, and ``--reserve`` holds one block of a full batch's activations
-    on the scorer's device."""
+    default's three calls, ``--reserve`` holds one block of a full batch's activations
+    on the scorer's device, and ``--pin`` one pinned host block of each power of two."""
     from pll_harness import PLLScorer
     from pll_harness.scorer import activation_bytes_per_token
 
@@ -368,6 +368,13 @@ def test_score_variants_times_each_setting_and_restores_it(monkeypatch):
     size = module.reserve(scorer, stand_in)
     assert taken == [(size, scorer.runner.device)]
     assert size == scorer.batching.max_batch_tokens * activation_bytes_per_token(scorer.model)
+
+    pinned = []
+    stand_in.empty = lambda size, **kw: pinned.append((size, kw["pin_memory"]))
+    assert module.warm_pinned(stand_in) == sum(module.PINNED_SIZES)
+    assert pinned == [(size, True) for size in module.PINNED_SIZES]
+    # Every power of two a full batch's input ids take, up to a whole BLiMP run's scores.
+    assert module.PINNED_SIZES[-1] >= 1_243_264 * 4
 
 
 def test_lock_stalls_names_the_step_and_lines_that_held_the_lock(monkeypatch):
