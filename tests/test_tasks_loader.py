@@ -430,6 +430,24 @@ def test_a_file_name_is_not_a_glob_pattern(tmp_path: Path, suffix: str) -> None:
     assert loaded[mp.SPLIT]["sentence_good"] == ["Right."]
 
 
+def test_files_larger_in_all_than_the_in_memory_limit_are_read_by_the_builder(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Each file within a chunk, but more bytes in all than an in-memory read takes: the
+    builder's memory-mapped split, as it makes it."""
+    paths = [_write_json_lines(tmp_path / f"part{index}.jsonl", PLAIN_ROWS) for index in range(3)]
+    default = _default_read(paths)
+    monkeypatch.setattr(mp, "MAX_IN_MEMORY_BYTES", 2 * paths[0].stat().st_size)
+    calls = _spied_json_reads(monkeypatch)
+    read = mp._read(paths, "json")
+    assert len(calls) == 1
+    _assert_same_split(read, default)
+    monkeypatch.undo()
+    calls = _spied_json_reads(monkeypatch)
+    mp._read(paths[:2], "json")
+    assert calls == []
+
+
 def test_a_file_larger_than_the_builders_chunk_is_read_by_the_builder(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -239,6 +239,12 @@ such as a zip file may hold several files, which the builder reads one after the
 other)."""
 
 
+MAX_IN_MEMORY_BYTES = 64 << 20
+"""Most bytes one in-memory read takes over all its files (the largest packaged task's file
+holds 3.4 MB); beyond, the builder's memory-mapped Arrow copy keeps a large split out of
+RAM."""
+
+
 def _read_json_lines_in_memory(paths: list[Path]) -> datasets.Dataset | None:
     """JSON Lines files of plain columns, each within one chunk of the JSON builder, read
     with the builder's own parser call (pyarrow's, with its block size) into an in-memory
@@ -247,8 +253,9 @@ def _read_json_lines_in_memory(paths: list[Path]) -> datasets.Dataset | None:
     JSON array, one that pyarrow cannot parse or that its name says is an archive or
     compressed other than by gzip, a nested column (which the builder may store as JSON
     text), the columns of an agent's traces (which it reshapes), files whose columns
-    differ.  What is left is the case where the builder parses each file in one call and
-    stores the result as it is, so both give the same split.
+    differ, more than MAX_IN_MEMORY_BYTES in all.  What is left is the case where the
+    builder parses each file in one call and stores the result as it is, so both give the
+    same split.
 
     The builder's bookkeeping around that call (hashing the files, writing an Arrow copy
     of each into the ``datasets`` cache, then memory-mapping it) cost about 20 ms a file
@@ -265,6 +272,7 @@ def _read_json_lines_in_memory(paths: list[Path]) -> datasets.Dataset | None:
     smallest_block = max(chunk // 32, 16 << 10)
     tables = []
     content = hashlib.sha256()
+    total = 0
     for path in paths:
         if fsspec.utils.infer_compression(str(path)) not in SINGLE_STREAMS:
             return None
@@ -286,6 +294,9 @@ def _read_json_lines_in_memory(paths: list[Path]) -> datasets.Dataset | None:
             return None
         tables.append(table)
         content.update(data)
+        total += len(data)
+        if total > MAX_IN_MEMORY_BYTES:
+            return None
     # A fingerprint of the bytes read: datasets' default hashes the whole table through
     # dill, 18 ms a BLiMP file, most of this read's time.
     dataset = datasets.Dataset(
