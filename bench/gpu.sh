@@ -210,12 +210,16 @@ import sys; sys.path.insert(0, 'bench')
 import pll_bench
 print(pll_bench.resolve_model(pll_bench.parse_args([]))[0])") || return 1
     [[ -z ${LIMIT:-} ]] || limit=(--limit "$LIMIT")
-    # lm-eval's task index and the imports are file-system calls above all (341,490 lstat
-    # calls in a run here): what one costs on this machine (0.21 s for these on the 2-core VM).
-    "$PY" -c 'import os, time
+    # Imports took 13-15 s on the H100 in every run, 4-5 s on the 2-core VM. Two candidates:
+    # file-system calls (lm-eval's index makes 341,490 lstat calls a run; 0.19-0.21 s for
+    # these on the VM) and bytecode the interpreter cannot cache (then every run compiles).
+    "$PY" -c 'import importlib.util, os, sys, time
 t = time.perf_counter()
 for _ in range(100_000): os.lstat(".")
-print(f"this machine: 100,000 lstat calls in {time.perf_counter() - t:.2f} s")' |
+spent = time.perf_counter() - t
+cached = os.path.exists(importlib.util.cache_from_source(importlib.util.find_spec("transformers").origin))
+print(f"this machine: 100,000 lstat calls in {spent:.2f} s; writes bytecode: "
+      f"{not sys.dont_write_bytecode}; transformers bytecode cached: {cached}")' |
         tee -a "$RESULTS/lm_eval.log"
     for call in 1 2; do
         begin=$SECONDS
