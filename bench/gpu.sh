@@ -211,7 +211,7 @@ import pll_bench
 print(pll_bench.resolve_model(pll_bench.parse_args([]))[0])") || return 1
     [[ -z ${LIMIT:-} ]] || limit=(--limit "$LIMIT")
     # Imports took 13-15 s on the H100 in every run, 4-5 s on the 2-core VM. Two candidates:
-    # file-system calls (lm-eval's index makes 341,490 lstat calls a run; 0.19-0.21 s for
+    # file-system calls (lm-eval's index makes 341,490 lstat calls a run; 0.11-0.21 s for
     # these on the VM) and bytecode the interpreter cannot cache (then every run compiles).
     "$PY" -c 'import importlib.util, os, sys, time
 t = time.perf_counter()
