@@ -75,8 +75,11 @@ def one_shape(copies: int, length: int, device: str, repeats: int) -> dict[str, 
         try:
             compiled = torch.compile(after_attention, dynamic=False)
             start = time.perf_counter()
-            difference = (compiled(context, hidden) - after_attention(context, hidden)).abs()
+            fused_out = compiled(context, hidden)
+            if device.startswith("cuda"):
+                torch.cuda.synchronize()
             cells[WAYS[2]] = f"{time.perf_counter() - start:.1f}"
+            difference = (fused_out - after_attention(context, hidden)).abs()
             fused = timed(lambda: compiled(context, hidden), repeats, device)
             cells[WAYS[1]] = f"{fused * 1000:.2f} ({fused / eager - 1:+.0%})"
             print(f"{copies} x {length}: compiled against eager, at most {difference.max():.3g}")
