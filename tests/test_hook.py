@@ -9,9 +9,10 @@ resolves them (EleutherAI/lm-evaluation-harness#4013 for models, #4015 for tasks
 
 from __future__ import annotations
 
+import importlib.util
 import sys
 from pathlib import Path
-from types import SimpleNamespace
+from types import ModuleType, SimpleNamespace
 
 import _pll_harness_hook as hook
 import pytest
@@ -134,6 +135,174 @@ def test_template_includes_by_name():
         Path("/pll_harness:tasks/minimal_pair.yaml"),
     ]
     assert all(template.is_file() for template in TEMPLATE_DIR.glob("*.yaml"))
+
+
+def lm_eval_yaml_loader(counted: list[Path] | None = None) -> ModuleType:
+    """A copy of lm-eval's YAML loader module as lm-eval ships it (the hook wraps the one
+    lm-eval imports); with ``counted``, each of its own loads of an include appends the path
+    it parses."""
+    import lm_eval.tasks._yaml_loader as installed
+
+    spec = importlib.util.spec_from_file_location(f"yaml_loader_{id(counted)}", installed.__file__)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    if counted is not None:
+        parse = module.load_yaml
+
+        def load_yaml(path, *args, **kwargs):
+            if kwargs.get("_seen") is not None:
+                counted.append(Path(path).resolve())
+            return parse(path, *args, **kwargs)
+
+        module.load_yaml = load_yaml
+    return module
+
+
+def outcome(yaml_loader: ModuleType, path: Path, **kwargs) -> tuple:
+    """What a load gives: the dict, or the error's type and message."""
+    try:
+        return ("dict", yaml_loader.load_yaml(path, **kwargs))
+    except Exception as error:  # the error is the outcome compared
+        return (type(error).__name__, str(error))
+
+
+@pytest.fixture
+def kept_includes() -> tuple[ModuleType, list[Path]]:
+    """lm-eval's loader with the hook's kept includes, and the includes it parsed."""
+    counted: list[Path] = []
+    yaml_loader = lm_eval_yaml_loader(counted)
+    hook._memoize_includes(yaml_loader)
+    return yaml_loader, counted
+
+
+INDEX_LOAD = {"resolve_func": False, "recursive": True}  # as lm-eval's TaskIndex.build loads
+
+
+@pytest.mark.parametrize(
+    "folder", ["metabench", "truthfulqa-multi", "eus_exams", "mmlu", "llama3", "okapi"]
+)
+def test_kept_includes_give_lm_evals_own_index_loads(folder, kept_includes):
+    """Folders of lm-eval's own tasks with the most shared includes, and the ones whose
+    includes include others, loaded as its index loads them: the same dicts, and each
+    include parsed once where lm-eval parses it for every file that includes it (the whole
+    index of 14,683 entries was compared once, equal)."""
+    import lm_eval.tasks._index as index
+
+    kept, parsed = kept_includes
+    loaded: list[Path] = []
+    shipped = lm_eval_yaml_loader(loaded)
+    files = list(index.TaskIndex._iter_yaml_files(Path(index.__file__).parent / folder))
+    for path in files:
+        assert outcome(kept, path, **INDEX_LOAD) == outcome(shipped, path, **INDEX_LOAD), path
+    assert sorted(parsed) == sorted(set(loaded))
+    assert len(parsed) < len(loaded)
+
+
+def write_yaml(path: Path, text: str) -> Path:
+    path.write_text(text)
+    return path
+
+
+def test_kept_includes_are_copies_and_follow_edits(tmp_path, kept_includes):
+    kept, counted = kept_includes
+    inner = write_yaml(tmp_path / "inner.yaml", "metric_list:\n  - metric: acc\n")
+    shared = write_yaml(tmp_path / "shared.yaml", "include: inner.yaml\nnum_fewshot: 0\n")
+    first = write_yaml(tmp_path / "first.yaml", "include: shared.yaml\ntask: first\n")
+    second = write_yaml(tmp_path / "second.yaml", "include: shared.yaml\ntask: second\n")
+    loaded = kept.load_yaml(first, **INDEX_LOAD)
+    loaded["metric_list"].append({"metric": "changed by a caller"})
+    assert kept.load_yaml(second, **INDEX_LOAD) == {
+        "metric_list": [{"metric": "acc"}],
+        "num_fewshot": 0,
+        "task": "second",
+    }
+    assert counted.count(shared.resolve()) == 1
+    assert counted.count(inner.resolve()) == 1
+    write_yaml(inner, "metric_list:\n  - metric: brier_score\n")  # an include's include
+    assert kept.load_yaml(second, **INDEX_LOAD)["metric_list"] == [{"metric": "brier_score"}]
+    write_yaml(shared, "include: inner.yaml\nnum_fewshot: 5\n")
+    assert kept.load_yaml(first, **INDEX_LOAD)["num_fewshot"] == 5
+    assert counted.count(shared.resolve()) == 3
+    (tmp_path / "elsewhere").mkdir()
+    write_yaml(tmp_path / "elsewhere" / "shared.yaml", "num_fewshot: 1\n")
+    shared.unlink()
+    shared.symlink_to(tmp_path / "elsewhere" / "shared.yaml")
+    assert kept.load_yaml(first, **INDEX_LOAD) == {"num_fewshot": 1, "task": "first"}
+    shared.unlink()
+    assert outcome(kept, first, **INDEX_LOAD)[0] == "FileNotFoundError"
+
+
+def test_kept_includes_refuse_what_lm_eval_refuses(tmp_path, kept_includes):
+    """lm-eval refuses an include cycle, and also a file that one tree includes twice
+    (its ``_seen`` collects every file a tree visits); a kept include changes neither."""
+    kept, _ = kept_includes
+    shipped = lm_eval_yaml_loader()
+    write_yaml(tmp_path / "common.yaml", "num_fewshot: 0\n")
+    write_yaml(tmp_path / "left.yaml", "include: common.yaml\n")
+    write_yaml(tmp_path / "right.yaml", "include: common.yaml\n")
+    write_yaml(tmp_path / "loop_a.yaml", "include: loop_b.yaml\n")
+    write_yaml(tmp_path / "loop_b.yaml", "include: loop_a.yaml\n")
+    write_yaml(tmp_path / "self.yaml", "include: self.yaml\n")
+    write_yaml(tmp_path / "list.yaml", "- not a dict\n")
+    write_yaml(tmp_path / "bad_include.yaml", "include: list.yaml\n")
+    files = {
+        "one side": write_yaml(tmp_path / "one_side.yaml", "include: left.yaml\ntask: a\n"),
+        "both sides": write_yaml(tmp_path / "both.yaml", "include: [left.yaml, right.yaml]\n"),
+        "loop": tmp_path / "loop_a.yaml",
+        "self": tmp_path / "self.yaml",
+        "not a dict": tmp_path / "bad_include.yaml",
+        "missing": write_yaml(tmp_path / "missing.yaml", "include: nowhere.yaml\n"),
+    }
+    for _ in range(2):  # the second round meets every include kept
+        for case, path in files.items():
+            expected = outcome(shipped, path, **INDEX_LOAD)
+            assert outcome(kept, path, **INDEX_LOAD) == expected, case
+    assert outcome(shipped, files["both sides"], **INDEX_LOAD)[0] == "ValueError"
+    assert outcome(shipped, files["one side"], **INDEX_LOAD)[0] == "dict"
+
+
+def test_an_include_gone_once_parsed_is_not_kept(tmp_path):
+    yaml_loader = lm_eval_yaml_loader()
+    parse = yaml_loader.load_yaml
+
+    def parse_then_remove(path, *args, **kwargs):
+        cfg = parse(path, *args, **kwargs)
+        if Path(path).name == "shared.yaml":
+            Path(path).unlink()
+        return cfg
+
+    yaml_loader.load_yaml = parse_then_remove
+    hook._memoize_includes(yaml_loader)
+    write_yaml(tmp_path / "shared.yaml", "num_fewshot: 0\n")
+    task = write_yaml(tmp_path / "task.yaml", "include: shared.yaml\n")
+    assert outcome(yaml_loader, task, **INDEX_LOAD) == ("dict", {"num_fewshot": 0})
+    assert outcome(yaml_loader, task, **INDEX_LOAD)[0] == "FileNotFoundError"
+
+
+def test_kept_includes_only_for_the_index_s_loads(tmp_path, kept_includes):
+    """A load that resolves ``!function`` imports modules, which lm-eval reloads when they
+    change: its includes are lm-eval's every time."""
+    kept, counted = kept_includes
+    shared = write_yaml(tmp_path / "shared.yaml", "num_fewshot: 0\n")
+    task = write_yaml(tmp_path / "task.yaml", "include: shared.yaml\ntask: t\n")
+    for _ in range(2):
+        kept.load_yaml(task)
+        kept.load_yaml(task, resolve_func=True, recursive=True)
+    assert counted.count(shared.resolve()) == 4
+    for _ in range(2):
+        kept.load_yaml(task, **INDEX_LOAD)
+    assert counted.count(shared.resolve()) == 5
+
+
+def test_lm_eval_loads_through_both_wrappers():
+    import lm_eval.tasks._index as index
+    import lm_eval.tasks._yaml_loader as yaml_loader
+
+    assert index.load_yaml is yaml_loader.load_yaml
+    outer = yaml_loader.load_yaml
+    assert outer.__qualname__.startswith(hook._resolve_template_includes.__name__)
+    (inner,) = (cell.cell_contents for cell in outer.__closure__ if callable(cell.cell_contents))
+    assert inner.__qualname__.startswith(hook._memoize_includes.__name__)
 
 
 def test_hook_module_is_what_the_package_installs():
