@@ -205,10 +205,12 @@ all() {
 
 lm_eval() {
     local model limit=() begin call
+    # The last line: building the model on a bare machine, the tokenizer's trainer prints
+    # blank lines to stdout from Rust first.
     model=$("$PY" -c "
 import sys; sys.path.insert(0, 'bench')
 import pll_bench
-print(pll_bench.resolve_model(pll_bench.parse_args([]))[0])") || return 1
+print(pll_bench.resolve_model(pll_bench.parse_args([]))[0])" | tail -n 1) || return 1
     [[ -z ${LIMIT:-} ]] || limit=(--limit "$LIMIT")
     # Imports took 13-15 s on the H100 in every run, 4-5 s on the 2-core VM. Two candidates:
     # file-system calls (lm-eval's index makes 341,490 lstat calls a run; 0.11-0.21 s for
