@@ -6,9 +6,10 @@ as shipped, and check that both give the same index.
 
 Each round builds the index twice, each in a fresh interpreter as every ``lm_eval`` run
 does: once as installed (the hook keeps each parsed include, ``_memoize_includes``) and once
-with lm-eval's own ``load_yaml`` put back in the index (a copy of its module, which the
-hook never wraps).  Both index lm-eval's task folder and ours, as ``TaskManager`` does, and
-print a digest of every entry (name, kind, path, parsed config, tags), which must agree.
+with lm-eval's own ``load_yaml`` put back in the index (a copy of its module, with only the
+hook's ``pll_harness:`` templates added). Both index lm-eval's task folder and ours, as
+``TaskManager`` does, and print a digest of every entry (name, kind, path, parsed config,
+tags), which must agree.
 """
 
 from __future__ import annotations
@@ -25,9 +26,11 @@ import lm_eval.tasks._index as index
 import lm_eval.tasks._yaml_loader as installed
 from pll_harness.task_paths import TASK_DIR
 if sys.argv[1] == "shipped":
+    import _pll_harness_hook as hook
     spec = importlib.util.spec_from_file_location("shipped_yaml_loader", installed.__file__)
     shipped = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(shipped)
+    hook._resolve_template_includes(shipped)  # the hook's other job, done both ways
     index.load_yaml = shipped.load_yaml
 started = time.perf_counter()
 built = index.TaskIndex.build([Path(index.__file__).parent, TASK_DIR])

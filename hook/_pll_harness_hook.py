@@ -124,7 +124,7 @@ def _resolve_template_includes(yaml_loader: "ModuleType") -> None:
     yaml_loader.load_yaml = load_yaml
 
 
-def _memoize_includes(yaml_loader: "ModuleType") -> None:
+def _memoize_includes(yaml_loader: "ModuleType", settled_s: float = 2.0) -> None:
     """Parse each included YAML once per process, not once per file that includes it.
 
     lm-eval indexes every task folder at each start (``TaskIndex.build``), loading each YAML
@@ -135,44 +135,73 @@ def _memoize_includes(yaml_loader: "ModuleType") -> None:
     ``_seen``) with functions left unresolved (the index's; a resolved load imports a
     module that lm-eval may reload when it changes) are kept.
 
-    A kept load is returned exactly as lm-eval would return it: a deep copy of the parsed
-    dict (callers pop keys from it), only while every file of its include tree keeps its
-    identity, size and modification time, and with lm-eval's include-cycle check kept:
-    ``_seen`` collects every file an include tree visits (so lm-eval refuses a file
-    included twice through two others as a cycle), and a kept load adds the files its tree
-    visited, or lets lm-eval load it, and refuse it, when one of them was visited already.
+    A kept load gives what lm-eval's would while its files are as they were: a deep copy of
+    the parsed dict (callers pop keys from it), and lm-eval's include-cycle check: ``_seen``
+    collects every file an include tree visits (so lm-eval refuses a file included twice
+    through two others as a cycle), and a kept load adds the files its tree visited, or lets
+    lm-eval load it, and refuse it, when one of them was visited already. "As they were" is
+    each file's ``stat`` (following links: device, inode, size, modification and change
+    times, which a ``chmod`` or a restored modification time moves), for every path of the
+    tree both as the YAMLs name it and as lm-eval resolved it, so that a link led elsewhere
+    also counts. A load whose files changed less than ``settled_s`` before their ``stat`` is
+    not kept (as git treats such "racy" files): a save between lm-eval's read and that
+    ``stat``, or within one tick of a coarse clock, would otherwise go unseen.
     """
+    import copy
     import os
+    import threading
+    import time
+    from collections import namedtuple
 
+    Kept = namedtuple("Kept", "cfg visited files signature")
     original = yaml_loader.load_yaml
     kept: dict = {}
+    # For each load of this thread still running, the paths that the loads inside it name.
+    local = threading.local()
+    settled_ns = int(settled_s * 1e9)
 
     def signature(files):
         try:
-            return [(s.st_dev, s.st_ino, s.st_size, s.st_mtime_ns) for s in map(os.stat, files)]
+            stats = [os.stat(path) for path in files]
         except OSError:
             return None
+        return [(s.st_dev, s.st_ino, s.st_size, s.st_mtime_ns, s.st_ctime_ns) for s in stats]
+
+    def settled(stats) -> bool:
+        changed = max(max(stat[3:]) for stat in stats)
+        return changed < time.time_ns() - settled_ns
 
     def load_yaml(path, *args, **kwargs):
         seen = kwargs.get("_seen")
         if args or seen is None or kwargs.get("resolve_func", True):
             return original(path, *args, **kwargs)
-        key = (os.fspath(path), kwargs.get("recursive", True))
+        given = os.path.abspath(path)
+        key = (given, bool(kwargs.get("recursive", True)))
         entry = kept.get(key)
-        if entry is None or not entry[1].isdisjoint(seen) or signature(entry[2]) != entry[3]:
+        if (
+            entry is None
+            or not entry.visited.isdisjoint(seen)
+            or signature(entry.files) != entry.signature
+        ):
+            kept.pop(key, None)
             before = set(seen)
-            cfg = original(path, *args, **kwargs)
+            stack = local.__dict__.setdefault("stack", [])
+            stack.append([])
+            try:
+                cfg = original(path, *args, **kwargs)
+            finally:
+                named = stack.pop()
             visited = frozenset(seen - before)
-            # The path as given, too: a link that now leads elsewhere changes its stat.
-            files = (path, *visited)
-            entry = (cfg, visited, files, signature(files))
-            if entry[3] is not None:
+            files = tuple(dict.fromkeys([given, *named, *map(os.fspath, visited)]))
+            entry = Kept(cfg, visited, files, signature(files))
+            if entry.signature is not None and settled(entry.signature):
                 kept[key] = entry
         else:
-            seen.update(entry[1])
-        import copy
-
-        return copy.deepcopy(entry[0])
+            seen.update(entry.visited)
+        stack = getattr(local, "stack", None)
+        if stack:
+            stack[-1].extend(entry.files)
+        return copy.deepcopy(entry.cfg)
 
     yaml_loader.load_yaml = load_yaml
 

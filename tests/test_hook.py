@@ -10,7 +10,9 @@ resolves them (EleutherAI/lm-evaluation-harness#4013 for models, #4015 for tasks
 from __future__ import annotations
 
 import importlib.util
+import os
 import sys
+import time
 from pathlib import Path
 from types import ModuleType, SimpleNamespace
 
@@ -168,10 +170,15 @@ def outcome(yaml_loader: ModuleType, path: Path, **kwargs) -> tuple:
 
 @pytest.fixture
 def kept_includes() -> tuple[ModuleType, list[Path]]:
-    """lm-eval's loader with the hook's kept includes, and the includes it parsed."""
+    """lm-eval's loader with the hook's kept includes, and the includes it parsed; files
+    written a moment ago are kept too (``settled_s=0``), as the tests write theirs."""
+    return loader_with_kept_includes(settled_s=0)
+
+
+def loader_with_kept_includes(**settings) -> tuple[ModuleType, list[Path]]:
     counted: list[Path] = []
     yaml_loader = lm_eval_yaml_loader(counted)
-    hook._memoize_includes(yaml_loader)
+    hook._memoize_includes(yaml_loader, **settings)
     return yaml_loader, counted
 
 
@@ -181,14 +188,14 @@ INDEX_LOAD = {"resolve_func": False, "recursive": True}  # as lm-eval's TaskInde
 @pytest.mark.parametrize(
     "folder", ["metabench", "truthfulqa-multi", "eus_exams", "mmlu", "llama3", "okapi"]
 )
-def test_kept_includes_give_lm_evals_own_index_loads(folder, kept_includes):
+def test_kept_includes_give_lm_evals_own_index_loads(folder):
     """Folders of lm-eval's own tasks with the most shared includes, and the ones whose
     includes include others, loaded as its index loads them: the same dicts, and each
-    include parsed once where lm-eval parses it for every file that includes it (the whole
-    index of 14,683 entries was compared once, equal)."""
+    include parsed once where lm-eval parses it for every file that includes it, with the
+    hook's settings as installed (``bench/task_index.py`` compares the whole index)."""
     import lm_eval.tasks._index as index
 
-    kept, parsed = kept_includes
+    kept, parsed = loader_with_kept_includes()
     loaded: list[Path] = []
     shipped = lm_eval_yaml_loader(loaded)
     files = list(index.TaskIndex._iter_yaml_files(Path(index.__file__).parent / folder))
@@ -272,11 +279,68 @@ def test_an_include_gone_once_parsed_is_not_kept(tmp_path):
         return cfg
 
     yaml_loader.load_yaml = parse_then_remove
-    hook._memoize_includes(yaml_loader)
+    hook._memoize_includes(yaml_loader, settled_s=0)
     write_yaml(tmp_path / "shared.yaml", "num_fewshot: 0\n")
     task = write_yaml(tmp_path / "task.yaml", "include: shared.yaml\n")
     assert outcome(yaml_loader, task, **INDEX_LOAD) == ("dict", {"num_fewshot": 0})
     assert outcome(yaml_loader, task, **INDEX_LOAD)[0] == "FileNotFoundError"
+
+
+def test_an_include_saved_while_lm_eval_reads_it_is_read_again(tmp_path):
+    """A save between lm-eval's read of an include and the hook's ``stat`` of it would
+    leave the old dict kept under the new ``stat``: a file changed within ``settled_s`` is
+    not kept."""
+    yaml_loader = lm_eval_yaml_loader()
+    parse = yaml_loader.load_yaml
+    shared = write_yaml(tmp_path / "shared.yaml", "num_fewshot: 0\n")
+    task = write_yaml(tmp_path / "task.yaml", "include: shared.yaml\n")
+
+    def parse_while_someone_saves(path, *args, **kwargs):
+        cfg = parse(path, *args, **kwargs)
+        if Path(path).name == "shared.yaml" and cfg == {"num_fewshot": 0}:
+            write_yaml(shared, "num_fewshot: 5\n")
+        return cfg
+
+    yaml_loader.load_yaml = parse_while_someone_saves
+    hook._memoize_includes(yaml_loader)
+    assert yaml_loader.load_yaml(task, **INDEX_LOAD) == {"num_fewshot": 0}
+    assert yaml_loader.load_yaml(task, **INDEX_LOAD) == {"num_fewshot": 5}
+
+
+def test_kept_includes_follow_links_inside_the_tree(tmp_path, kept_includes):
+    """A link that an include's include goes through, to a file or to a folder, led
+    elsewhere: lm-eval reads the new target, and so does a kept include."""
+    kept, _ = kept_includes
+    for version in ("v1", "v2"):
+        (tmp_path / version).mkdir()
+        write_yaml(tmp_path / version / "inner.yaml", f"dataset_name: {version}\n")
+    write_yaml(tmp_path / "a.yaml", "num_fewshot: 0\n")
+    write_yaml(tmp_path / "b.yaml", "num_fewshot: 5\n")
+    (tmp_path / "current").symlink_to(tmp_path / "v1")
+    (tmp_path / "inner.yaml").symlink_to(tmp_path / "a.yaml")
+    write_yaml(tmp_path / "shared.yaml", "include: [inner.yaml, current/inner.yaml]\n")
+    task = write_yaml(tmp_path / "task.yaml", "include: shared.yaml\n")
+    assert kept.load_yaml(task, **INDEX_LOAD) == {"num_fewshot": 0, "dataset_name": "v1"}
+    (tmp_path / "inner.yaml").unlink()
+    (tmp_path / "inner.yaml").symlink_to(tmp_path / "b.yaml")
+    assert kept.load_yaml(task, **INDEX_LOAD) == {"num_fewshot": 5, "dataset_name": "v1"}
+    (tmp_path / "current").unlink()
+    (tmp_path / "current").symlink_to(tmp_path / "v2")
+    assert kept.load_yaml(task, **INDEX_LOAD) == {"num_fewshot": 5, "dataset_name": "v2"}
+
+
+def test_kept_includes_see_a_same_size_edit_with_its_old_modification_time(tmp_path, kept_includes):
+    """``cp -p``, ``touch -r`` or ``rsync -t`` put an old modification time on new contents
+    of the same size; the change time still moves."""
+    kept, _ = kept_includes
+    shared = write_yaml(tmp_path / "shared.yaml", "num_fewshot: 1\n")
+    task = write_yaml(tmp_path / "task.yaml", "include: shared.yaml\n")
+    before = os.stat(shared)
+    assert kept.load_yaml(task, **INDEX_LOAD) == {"num_fewshot": 1}
+    time.sleep(0.01)
+    write_yaml(shared, "num_fewshot: 2\n")
+    os.utime(shared, ns=(before.st_atime_ns, before.st_mtime_ns))
+    assert kept.load_yaml(task, **INDEX_LOAD) == {"num_fewshot": 2}
 
 
 def test_kept_includes_only_for_the_index_s_loads(tmp_path, kept_includes):
@@ -292,6 +356,9 @@ def test_kept_includes_only_for_the_index_s_loads(tmp_path, kept_includes):
     for _ in range(2):
         kept.load_yaml(task, **INDEX_LOAD)
     assert counted.count(shared.resolve()) == 5
+    # Not recursive (lm-eval takes any true value for recursive): the include is not read.
+    unmerged = {"include": "shared.yaml", "task": "t"}
+    assert kept.load_yaml(task, resolve_func=False, recursive=[], _seen=set()) == unmerged
 
 
 def test_lm_eval_loads_through_both_wrappers():
