@@ -10,7 +10,9 @@ resolves them (EleutherAI/lm-evaluation-harness#4013 for models, #4015 for tasks
 from __future__ import annotations
 
 import importlib.util
+import itertools
 import os
+import random
 import sys
 import time
 from pathlib import Path
@@ -346,6 +348,90 @@ def test_kept_includes_see_a_same_size_edit_with_its_old_modification_time(tmp_p
             break
     assert os.stat(shared).st_mtime_ns == before.st_mtime_ns
     assert kept.load_yaml(task, **INDEX_LOAD) == {"num_fewshot": 2}
+
+
+RANDOM_TREE_FILES = ["a.yaml", "b.yaml", "sub/c.yaml", "sub/d.yaml", "ü/e f.yaml"]
+
+
+def random_yaml(rng: random.Random, folder: Path, padding: int) -> str:
+    """A task YAML of random keys and includes (by name, absolute, through ``..``, a link
+    to a file, a link to a folder, missing, a cycle), or one lm-eval refuses; ``padding``
+    makes each version of a file a size of its own, so that no file clock can hide an
+    edit (the hook leaves such racy files to lm-eval only after ``settled_s``)."""
+    if rng.random() < 0.08:
+        return rng.choice(["- not a dict\n", "key: [unclosed\n", ""]) + "#" * padding
+    lines = [f"k{rng.randint(0, 3)}: {rng.choice(['1', 'x', '[1, 2]', '{n: 1}'])}"]
+    if rng.random() < 0.3:
+        lines.append("task_list: [t]")
+    if rng.random() < 0.2:
+        lines.append("fn: !function utils.f")
+    if rng.random() < 0.75:
+        names = [
+            rng.choice([*RANDOM_TREE_FILES, "missing.yaml", "file_link.yaml", "folder_link/c.yaml"])
+            for _ in range(rng.choice([1, 1, 2, 3]))
+        ]
+        names = [
+            str(folder / name)
+            if rng.random() < 0.2
+            else f"sub/../{name}"
+            if rng.random() < 0.1
+            else name
+            for name in names
+        ]
+        lines.append(f"include: {names[0]!r}" if len(names) == 1 else f"include: {names!r}")
+    return "\n".join(lines) + "\n#" + "#" * padding
+
+
+@pytest.mark.parametrize("seed", range(30))
+def test_kept_includes_against_lm_eval_on_random_include_trees(seed, tmp_path):
+    """Random trees of includes, edited, removed and relinked between loads: every load,
+    as an include (with a ``_seen`` that may already hold files) or at the top, gives
+    lm-eval's dict or error and leaves ``_seen`` as lm-eval does."""
+    rng = random.Random(seed)
+    (tmp_path / "sub").mkdir()
+    (tmp_path / "sub2").mkdir()
+    (tmp_path / "ü").mkdir()
+    write_yaml(tmp_path / "sub2" / "c.yaml", "k9: 9\n")
+    versions = itertools.count()
+
+    def rewrite(name: str) -> None:
+        write_yaml(tmp_path / name, random_yaml(rng, tmp_path, next(versions)))
+
+    def relink(link: str, target: Path) -> None:
+        (tmp_path / link).unlink(missing_ok=True)
+        (tmp_path / link).symlink_to(target)
+
+    for name in RANDOM_TREE_FILES:
+        rewrite(name)
+    relink("file_link.yaml", tmp_path / rng.choice(RANDOM_TREE_FILES))
+    relink("folder_link", tmp_path / "sub")
+    shipped = lm_eval_yaml_loader()
+    kept, _ = loader_with_kept_includes(settled_s=0)
+    for _ in range(80):
+        action = rng.random()
+        name = rng.choice(RANDOM_TREE_FILES)
+        if action < 0.2:
+            rewrite(name)
+        elif action < 0.25:
+            path = tmp_path / name
+            path.unlink() if path.exists() else rewrite(name)
+        elif action < 0.3:
+            relink("file_link.yaml", tmp_path / name)
+            relink("folder_link", tmp_path / rng.choice(["sub", "sub2"]))
+        else:
+            path = tmp_path / name if rng.random() < 0.5 else str(tmp_path / name)
+            recursive = rng.random() < 0.9
+            held = {(tmp_path / other).resolve() for other in rng.sample(RANDOM_TREE_FILES, 2)}
+            held = held if rng.random() < 0.3 else set()
+            loads = []
+            for yaml_loader in (shipped, kept):
+                seen = set(held)
+                as_include = outcome(
+                    yaml_loader, path, resolve_func=False, recursive=recursive, _seen=seen
+                )
+                at_top = outcome(yaml_loader, path, resolve_func=False, recursive=recursive)
+                loads.append((as_include, seen, at_top))
+            assert loads[1] == loads[0], (seed, name)
 
 
 def test_kept_includes_only_for_the_index_s_loads(tmp_path, kept_includes):
