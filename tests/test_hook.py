@@ -412,10 +412,10 @@ def test_kept_includes_against_lm_eval_on_random_include_trees(seed, tmp_path):
         name = rng.choice(RANDOM_TREE_FILES)
         if action < 0.2:
             rewrite(name)
-        elif action < 0.25:
+        elif action < 0.23:
             path = tmp_path / name
             path.unlink() if path.exists() else rewrite(name)
-        elif action < 0.3:
+        elif action < 0.4:
             relink("file_link.yaml", tmp_path / name)
             relink("folder_link", tmp_path / rng.choice(["sub", "sub2"]))
         else:
