@@ -177,6 +177,7 @@ def _memoize_includes(yaml_loader: "ModuleType", settled_s: float = 2.0) -> None
             return original(path, *args, **kwargs)
         given = os.path.abspath(path)
         key = (given, bool(kwargs.get("recursive", True)))
+        stack = local.__dict__.setdefault("stack", [])
         entry = kept.get(key)
         if (
             entry is None
@@ -185,7 +186,6 @@ def _memoize_includes(yaml_loader: "ModuleType", settled_s: float = 2.0) -> None
         ):
             kept.pop(key, None)
             before = set(seen)
-            stack = local.__dict__.setdefault("stack", [])
             stack.append([])
             try:
                 cfg = original(path, *args, **kwargs)
@@ -198,7 +198,6 @@ def _memoize_includes(yaml_loader: "ModuleType", settled_s: float = 2.0) -> None
                 kept[key] = entry
         else:
             seen.update(entry.visited)
-        stack = getattr(local, "stack", None)
         if stack:
             stack[-1].extend(entry.files)
         return copy.deepcopy(entry.cfg)
