@@ -6,15 +6,16 @@
 # image's transformers 5.17.0, tokenizers 0.23.2 and huggingface_hub 1.33.0 (the device
 # tool's KINDS.md): the versions we test with (transformers 5.23, huggingface_hub 2.4,
 # which needs httpx2, not in the image) would add 18 MB to a carry of at most 64 MiB.
-# About 27 MB in all.
+# About 28 MB in all.
 #
 #   bash bench/gpu_wheels.sh [DIR]        # default DIR: .whl (git-ignored)
 #
 # PYTHON_VERSION (default 3.12, the device's) picks the interpreter the wheels are for; only
 # a dry run of gpu.sh on another python (3.11 here) sets it.
 #
-# nltk, which some of lm-eval's tasks import, is left out: no step imports it, and with the
-# 6 x 384 pll-demo the tree and these wheels only just fit the 64 MiB a call carries.
+# nltk, which some of lm-eval's tasks import, is left out: no step imports it, and with a
+# 6 x 384 pll-demo (the model card's GPU plan) the tree and these wheels would only just
+# fit the 64 MiB a call carries (bench/README.md, "What travels").
 #
 # Pure-Python packages that PyPI has as source only (sqlitedict, word2number, rouge-score)
 # are built into wheels here.
