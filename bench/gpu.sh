@@ -25,7 +25,7 @@
 #   lm_eval  `lm_eval --model pll-mlm ... --tasks blimp_pll` end to end, wall time, and where it
 #            goes (bench/lm_eval_phases.py, which runs lm-eval's command line in-process);
 #            twice, the first on a fresh machine paying cold caches, the second as a user's
-#            next run would
+#            next run would, with each import's time by package (bench/import_times.py)
 #   bf16     bf16 against fp32 on all BLiMP pairs with the packaged pll-demo (decision flips)
 #   attention  all of BLiMP through the runner with each SDPA kernel alone, the runner's own
 #            choice and eager attention, twice each (bench/attention_gpu.py)
@@ -204,7 +204,7 @@ all() {
 }
 
 lm_eval() {
-    local model limit=() begin call
+    local model limit=() begin call timing
     # The last line: building the model on a bare machine, the tokenizer's trainer prints
     # blank lines to stdout from Rust first.
     model=$("$PY" -c "
@@ -215,6 +215,7 @@ print(pll_bench.resolve_model(pll_bench.parse_args([]))[0])" | tail -n 1) || ret
     # Imports took 13-15 s on the H100 in every run, 4-5 s on the 2-core VM. Two candidates:
     # file-system calls (lm-eval's index makes 341,490 lstat calls a run; 0.11-0.21 s for
     # these on the VM) and bytecode the interpreter cannot cache (then every run compiles).
+    # The second run's import times tell a few slow libraries from many slow modules.
     "$PY" -c 'import importlib.util, os, sys, time
 t = time.perf_counter()
 for _ in range(100_000): os.lstat(".")
@@ -223,9 +224,13 @@ cached = os.path.exists(importlib.util.cache_from_source(importlib.util.find_spe
 print(f"this machine: 100,000 lstat calls in {spent:.2f} s; writes bytecode: "
       f"{not sys.dont_write_bytecode}; transformers bytecode cached: {cached}")' |
         tee -a "$RESULTS/lm_eval.log"
+    # The second run also writes each import's time (-X importtime: one line an import, a
+    # few milliseconds in all), so that the first stays comparable with earlier sessions'.
     for call in 1 2; do
         begin=$SECONDS
-        run lm_eval.log "$PY" bench/lm_eval_phases.py \
+        timing=()
+        ((call == 1)) || timing=(env PYTHONPROFILEIMPORTTIME=1) # any value turns it on
+        run "lm_eval-$call.log" "${timing[@]}" "$PY" bench/lm_eval_phases.py \
             --phases-out "$RESULTS/lm_eval-phases-$call.md" \
             --model pll-mlm --model_args "pretrained=$model,pll_metric=word_l2r,dtype=bfloat16" \
             --tasks blimp_pll --device "$DEVICE" --batch_size auto "${limit[@]}" \
@@ -233,6 +238,7 @@ print(f"this machine: 100,000 lstat calls in {spent:.2f} s; writes bytecode: "
         echo "lm_eval blimp_pll end to end, run $call on this machine: $((SECONDS - begin)) s" |
             tee -a "$RESULTS/lm_eval.log"
     done
+    "$PY" bench/import_times.py "$RESULTS/lm_eval-2.log" --out "$RESULTS/lm_eval-imports.md"
 }
 
 bf16() {
@@ -293,7 +299,7 @@ tables() {
     case $1 in
     sample) ls "$RESULTS"/*-sample.md ;;
     all) ls "$RESULTS"/*-all-default.md "$RESULTS"/*-all-sdpa.md ;;
-    lm_eval) ls "$RESULTS"/lm_eval-phases-*.md ;;
+    lm_eval) ls "$RESULTS"/lm_eval-phases-*.md && ls "$RESULTS"/lm_eval-imports.md ;;
     bf16) ls "$RESULTS"/bf16-vs-fp32-*.md ;;
     attention) ls "$RESULTS"/attention-gpu-*.md ;;
     kernel) ls "$RESULTS"/short-attention-gpu-*.md ;;

@@ -405,6 +405,37 @@ def test_lock_stalls_names_the_step_and_lines_that_held_the_lock(monkeypatch):
     assert "| part 0: assemble |" in text and "Longest stalls:" in text
 
 
+def test_import_times_reads_a_real_importtime_log_and_its_package_rows_add_up(tmp_path):
+    """The parser reads this interpreter's own ``-X importtime`` lines, lm-eval's output
+    between them skipped: ``json`` at the top, ``json.decoder`` inside it, ``json.scanner``
+    inside that (the nesting the indent encodes). Each module's own time is counted once,
+    so the package rows add up to the total, to the table's two decimals."""
+    module = _load_script(REPO_ROOT / "bench" / "import_times.py")
+    done = subprocess.run(
+        [sys.executable, "-S", "-X", "importtime", "-c", "import json, email.parser"],
+        capture_output=True, text=True, timeout=60, check=True,
+    )  # fmt: skip
+    log = tmp_path / "run.log"
+    lines = done.stderr.splitlines()
+    log.write_text("\n".join([lines[0], "INFO lm-eval says | 12 | x", *lines[1:]]) + "\n")
+    imports = module.parse(log.read_text().splitlines())
+    depth = {record.module: record.depth for record in imports}
+    assert (depth["json"], depth["json.decoder"], depth["json.scanner"]) == (0, 1, 2)
+    assert len(imports) == len(lines) - 1  # all but the header
+    total = sum(record.self_us for record in imports) / 1e6
+    packages = module.by_package(imports)
+    assert sum(seconds for _, seconds, _ in packages) == pytest.approx(total, abs=1e-9)
+    assert sum(count for _, _, count in packages) == len(imports)
+    assert {"json", "email"} <= {package for package, _, _ in packages}
+    module.main([str(log), "--out", str(tmp_path / "imports.md")])
+    report = (tmp_path / "imports.md").read_text()
+    assert report.startswith(f"`run.log`: {len(imports)} modules imported in {total:.2f} s")
+    assert "| json |" in report
+    log.write_text("no imports here\n")
+    with pytest.raises(SystemExit, match="no `import time:` lines"):
+        module.main([str(log)])
+
+
 def test_pll_bench_prints_the_baselines_steps_beside_ours(monkeypatch):
     """A baseline revision's steps are timed as ours are (one whose internals predate them
     is timed as a whole), and the step table names the engine of each row; a report
