@@ -333,6 +333,7 @@ def score_shared(
             scored - exchanged,
             time.perf_counter() - scored,
         )
+        scorer.report_unscored(scores)
         mine_in_order = [scores[key] for key in keys]
         if then is not None:
             then(mine_in_order)

@@ -230,7 +230,11 @@ def encode_requests(
             [e.ids for e in slow], [e.word_ids for e in slow], [e.first_target for e in slow]
         )
     texts = [text for text, _ in stripped]
-    encodings = _rust_encodings(tokenizer, texts) if texts else []
+    try:
+        encodings = _rust_encodings(tokenizer, texts) if texts else []
+    except TypeError:
+        _refuse_unreadable(texts)
+        raise
     ids = [e.ids if text else [] for e, text in zip(encodings, texts, strict=True)]
     words = [e.word_ids if text else [] for e, text in zip(encodings, texts, strict=True)]
     first_target = np.zeros(len(texts), dtype=np.int64)
@@ -252,6 +256,25 @@ def encode_requests(
         [texts[i] for i in indices], encoded.word_ids[positions], spans, lengths
     )
     return dataclasses.replace(encoded, word_ids=word_ids)
+
+
+def _refuse_unreadable(texts: Sequence[str]) -> None:
+    """Name the text that made the Rust tokenizer fail, if it holds a lone surrogate.
+
+    Such a string (from JSON's ``"\\ud800"`` or bytes decoded with ``surrogateescape``) is
+    a Python ``str`` but no Unicode text, and the tokenizer refuses the whole call with a
+    ``TypeError`` about its argument's type that names neither the text nor the cause.
+    Looked for only once that has happened, so that well-formed runs pay nothing."""
+    for text in texts:
+        try:
+            text.encode("utf-8")
+        except UnicodeEncodeError as error:
+            raise ValueError(
+                f"The text {text[:60]!r} holds a lone surrogate "
+                f"({text[error.start]!r} at character {error.start}), which is no Unicode "
+                "text and which the tokenizer cannot read: fix or drop it (it comes from "
+                "JSON escapes such as \\ud800 or from bytes decoded with 'surrogateescape')."
+            ) from None
 
 
 def whitespace_inside_words(tokenizer: Any) -> str:

@@ -23,7 +23,7 @@ import numpy as np
 import torch
 
 from pll_harness.architectures import max_positions
-from pll_harness.arguments import check_known
+from pll_harness.arguments import check_known, check_string_pairs
 from pll_harness.collector import collector_paused
 from pll_harness.encoding import (
     Encodings,
@@ -352,20 +352,10 @@ class PLLScorer:
 
         One string is one text, not a sequence of characters.  Leading and trailing
         whitespace is not scored (as for lm-eval's requests, README "Request semantics");
-        ``SentenceScore.text`` keeps the text as given.  An empty text scores 0.0, the log
-        of probability 1, which a warning points out: in a comparison it beats every
-        sentence."""
+        ``SentenceScore.text`` keeps the text as given.  A text with no token to score
+        scores 0.0, the log of probability 1, which a warning points out: in a comparison
+        it beats every sentence (see :meth:`score_requests`)."""
         texts = [texts] if isinstance(texts, str) else list(_texts(texts))
-        empty = sum(not text.strip() for text in texts)
-        if empty:
-            self._warn_once(
-                "empty",
-                "%d of %d texts are empty or only whitespace: each scores 0.0 (probability 1) "
-                "and would beat any sentence it is compared with. Further cases are not "
-                "reported.",
-                empty,
-                len(texts),
-            )
         return self.score_requests([("", text) for text in texts], progress)
 
     def score_requests(
@@ -382,6 +372,11 @@ class PLLScorer:
         A large run on an accelerator (:meth:`splits`) is scored part by part
         (:mod:`pll_harness.parts`), the later parts tokenized and their planning begun in
         a thread while the device runs the earlier ones.
+
+        A continuation with no token to score scores 0.0 (probability 1), and a warning
+        says how many there are: not only empty or blank ones, but also those that hold
+        only characters the tokenizer drops (a zero-width space, a byte-order mark, a soft
+        hyphen, control characters), which no check of the text itself can tell.
         """
         requests = requests if isinstance(requests, Sequence) else list(requests)
         keys, pairs, bounds = self._distinct(requests, None)
@@ -392,7 +387,22 @@ class PLLScorer:
             if start < stop
         )
         scores = self._score_parts(parts, progress, weights, len(bounds) > 2)
+        self.report_unscored(scores)
         return [scores[key] for key in keys.tolist()]
+
+    def report_unscored(self, scores: Sequence[SentenceScore]) -> None:
+        """Warn (once) of distinct continuations that have no token to score."""
+        unscored = sum(1 for score in scores if _has_no_tokens(score))
+        if unscored:
+            self._warn_once(
+                "empty",
+                "%d of %d distinct texts have no token to score (empty, blank, or only "
+                "characters the tokenizer drops, such as a zero-width space or a byte-order "
+                "mark): each scores 0.0 (probability 1) and would beat any sentence it is "
+                "compared with. Further cases are not reported.",
+                unscored,
+                len(scores),
+            )
 
     def distinct_jobs(
         self, requests: Iterable[tuple[str, str]], parts: bool | None = None
@@ -421,6 +431,7 @@ class PLLScorer:
         when None and :meth:`splits` says so for their number, see
         :func:`pll_harness.parts.in_parts`; else in the order they first come) and where
         each part starts among them, with their count at the end."""
+        check_string_pairs(requests, "(context, continuation)")
         index: dict[tuple[str, str], int] = {}
         keys = np.fromiter(
             (index.setdefault(pair, len(index)) for pair in map(tuple, requests)),
@@ -702,6 +713,12 @@ def _loading_arguments() -> list[str]:
     loader = inspect.signature(load_masked_lm).parameters
     names = [*own, *(name for name in loader if name not in own)]
     return [name for name in names if name not in ("pretrained", "load_kwargs")]
+
+
+def _has_no_tokens(score: SentenceScore) -> bool:
+    """Whether ``score`` holds no token, read from its block's bounds without slicing."""
+    bounds = score._block.bounds
+    return bounds[score._index] == bounds[score._index + 1]
 
 
 def _texts(texts: Iterable[Any]) -> Iterator[str]:

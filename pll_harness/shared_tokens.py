@@ -24,6 +24,8 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from pll_harness.arguments import check_string_pairs
+
 if TYPE_CHECKING:
     from pll_harness.scorer import PLLScorer, SentenceScore
 
@@ -54,7 +56,7 @@ def score_shared_tokens(
     """
     from pll_harness.scorer import Jobs
 
-    _check_pairs(pairs)
+    check_string_pairs(pairs, "(sentence, sentence)")
     sentences = [sentence for pair in pairs for sentence in pair]
     keys, distinct = scorer.distinct_jobs([("", sentence) for sentence in sentences])
     encodings = distinct.encodings.select(np.asarray(keys, dtype=np.int64))
@@ -74,15 +76,3 @@ def score_shared_tokens(
     jobs = Jobs(sentences, encodings.with_scored(scored & encodings.scored))
     scores = scorer.score_jobs(jobs)
     return [(scores[2 * i], scores[2 * i + 1]) for i in range(len(pairs))]
-
-
-def _check_pairs(pairs: Sequence[tuple[str, str]]) -> None:
-    """Refuse anything but pairs of two strings: the sentences are flattened and read back
-    two by two, so one pair given alone (its strings taken as pairs of characters) or a
-    pair of three would silently score other pairs than meant."""
-    for pair in pairs:
-        if isinstance(pair, str) or len(pair) != 2 or not all(isinstance(s, str) for s in pair):
-            raise TypeError(
-                "pairs must be a sequence of (sentence, sentence) pairs, not one pair; "
-                f"{pair!r} is not a pair of two sentences."
-            )

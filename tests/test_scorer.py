@@ -360,7 +360,25 @@ def test_texts_must_be_strings_and_empty_ones_are_pointed_out(tiny_bert_dir, cap
     with caplog.at_level(logging.WARNING):
         scores = scorer.score(t for t in ("The cat sat.", "   "))
     assert scores[1].logprob == 0.0 and scores[0].logprob < 0
-    assert "1 of 2 texts are empty or only whitespace" in caplog.text
+    assert "1 of 2 distinct texts have no token to score" in caplog.text
+
+
+def test_texts_that_the_tokenizer_empties_are_pointed_out(tiny_bert_dir, caplog):
+    """A zero-width space, a byte-order mark alone (files joined end to end), a soft hyphen
+    or a control character passes any check of the text (``strip()`` keeps them), but
+    WordPiece's normalizer drops them: no token, a score of 0.0 that beats every sentence.
+    The warning counts them from the tokens, each distinct text once."""
+    import logging
+
+    scorer = PLLScorer.from_pretrained(tiny_bert_dir, device="cpu")
+    dropped = ["\u200b", "\ufeff", "\u00ad", "\x07"]
+    assert all(text.strip() for text in dropped)
+    texts = ["The cat sat.", *dropped, "\u200b", "A dog ran."]
+    with caplog.at_level(logging.WARNING):
+        scores = scorer.score(texts)
+    assert [len(s.token_ids) for s in scores[1:6]] == [0] * 5
+    assert [s.logprob for s in scores[1:6]] == [0.0] * 5
+    assert "4 of 6 distinct texts have no token to score" in caplog.text
 
 
 @pytest.mark.parametrize(
@@ -392,7 +410,7 @@ def test_a_scorer_under_another_metric_shares_the_model_and_its_warnings(tiny_be
         base.score(["", "The cat sat."])
         sibling.score(["", "The dog sat."])
         base.score([" "])
-    assert caplog.text.count("empty or only whitespace") == 1
+    assert caplog.text.count("no token to score") == 1
     with pytest.raises(ValueError, match="nope"):
         base.with_metric("nope")
 
@@ -701,6 +719,30 @@ def test_requests_may_come_from_a_generator(tiny_bert_dir):
     assert given == scorer.score_requests(REQUESTS)
     keys, _ = scorer.distinct_jobs(pair for pair in REQUESTS)
     assert keys == scorer.distinct_jobs(REQUESTS)[0]
+
+
+@pytest.mark.parametrize(
+    "requests",
+    [("He", "is"), ["ok"], [("", "A cat."), ("a", "b", "c")], [("", None)], [("", "A"), "Bc"]],
+)
+def test_requests_that_are_not_pairs_of_strings_are_refused(tiny_bert_dir, requests):
+    """One request given alone, or plain strings, would be taken apart into pairs of
+    characters (``("He", "is")`` as ``("H", "e")`` and ``("i", "s")``) and scored."""
+    scorer = scorer_for(tiny_bert_dir, "word_l2r")
+    with pytest.raises(TypeError, match=r"\(context, continuation\) pairs of strings"):
+        scorer.score_requests(requests)
+    with pytest.raises(TypeError, match=r"\(context, continuation\) pairs of strings"):
+        scorer.distinct_jobs(requests)
+    assert scorer.score_requests([["", "He is."]]) == scorer.score_requests([("", "He is.")])
+
+
+@pytest.mark.parametrize("model", ["tiny_bert_dir", "tiny_roberta_dir"])
+def test_a_text_with_a_lone_surrogate_is_named(request, model):
+    """The Rust tokenizer refuses such a string with a TypeError about its argument's type;
+    the scorer names the text and the character instead."""
+    scorer = scorer_for(request.getfixturevalue(model), "word_l2r")
+    with pytest.raises(ValueError, match=r"'a\\ud800b' holds a lone surrogate .* at character 1"):
+        scorer.score(["The cat sat.", "a\ud800b"])
 
 
 def test_only_large_runs_are_split_and_only_where_parts_are_prepared_ahead(tiny_bert_dir):
