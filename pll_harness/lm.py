@@ -27,7 +27,7 @@ from pll_harness.distributed import (
 )
 from pll_harness.loading import load_masked_lm, model_identity
 from pll_harness.metrics import DEFAULT_METRIC, check_metric
-from pll_harness.provenance import model_info
+from pll_harness.provenance import folder_fingerprint, model_info
 from pll_harness.scorer import PLLScorer, SentenceScore
 from pll_harness.tasks.minimal_pairs import VerbatimRow
 from pll_harness.token_log import TokenLog, check_mode
@@ -330,13 +330,19 @@ class PLLMaskedLM(LM):
 
     def _scoring_settings(self) -> dict[str, Any]:
         """What a cached answer depends on beyond its request (batch sizes change float
-        rounding only)."""
+        rounding only).  A local folder's files count by content (:func:`folder_fingerprint`),
+        its path alone being the same for a model saved again into it; no revision means
+        ``main``, the only one a folder takes and a hub model's default."""
         info = self.get_model_info()
+        checkpoint = self._checkpoint or info["model_checkpoint"]
+        tokenizer = self.scorer.tokenizer.name_or_path
         return {
-            "model_checkpoint": model_identity(self._checkpoint or info["model_checkpoint"]),
-            "model_revision": info["model_revision"],
+            "model_checkpoint": model_identity(checkpoint),
+            "model_revision": info["model_revision"] or "main",
             "model_sha": info["model_sha"],
-            "tokenizer": model_identity(self.scorer.tokenizer.name_or_path),
+            "model_files": folder_fingerprint(getattr(self.scorer.model, "name_or_path", None)),
+            "tokenizer": model_identity(tokenizer),
+            "tokenizer_files": folder_fingerprint(tokenizer),
             "model_dtype": info["model_dtype"],
             "pll_metric": info["pll_metric"],
             "pll_max_length": info["pll_max_length"],

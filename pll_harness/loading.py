@@ -48,9 +48,13 @@ def resolve_pretrained(name: str) -> str:
 
 def model_identity(name: str) -> str:
     """The model a name stands for, as records of it compare: a local folder as its
-    absolute path (however it was written: relative, with a trailing slash), anything else
-    (a hub name, ``pll-demo``) as given."""
-    return str(Path(name).resolve()) if name and Path(name).is_dir() else name
+    absolute path (however it was written: relative, with a trailing slash), but the
+    packaged demo model's folder as ``pll-demo`` (its name, whichever way it was given, and
+    no path of this machine's); anything else (a hub name, ``pll-demo``) as given."""
+    if not name or not Path(name).is_dir():
+        return name
+    folder = Path(name).resolve()
+    return DEMO_MODEL_NAME if folder == DEMO_MODEL_DIR.resolve() else str(folder)
 
 
 @dataclass(frozen=True)
@@ -86,6 +90,12 @@ def resolve_device(device: str | torch.device | None) -> torch.device:
     if resolved.type == "cuda" and not torch.cuda.is_available():
         logger.warning("device=%s requested but CUDA is not available; using the CPU.", device)
         return torch.device("cpu")
+    backend = getattr(torch, resolved.type, None)  # torch.mps, torch.xpu, ...
+    if resolved.type != "cuda" and not getattr(backend, "is_available", lambda: True)():
+        raise ValueError(
+            f"device={device} but this machine has no {resolved.type} device (or this torch "
+            "was built without it). Use cpu, or cuda where available."
+        )
     if (
         resolved.type == "cuda"
         and resolved.index is not None

@@ -400,6 +400,47 @@ def test_a_cache_knows_a_folder_however_it_is_written(tiny_bert_dir, tmp_path, m
     caching(PLLMaskedLM(pretrained=os.path.basename(tiny_bert_dir), device="cpu"), cache)
 
 
+def test_a_cache_refuses_a_folder_whose_model_was_saved_again(tiny_bert_dir, tmp_path):
+    """A model trained again into the same folder keeps the folder's path and has no
+    commit: the cache must not answer it with the old model's scores (it did until the
+    folder's files were fingerprinted).  A byte-identical copy of the files, elsewhere, is
+    another path and stays refused; an edit of the model card changes no score and is let
+    through."""
+    import shutil
+
+    from safetensors.torch import load_file, save_file
+
+    folder = tmp_path / "model"
+    shutil.copytree(tiny_bert_dir, folder)
+    cache = tmp_path / "cache_rank0.db"
+    requests = [instance("loglikelihood", ("", "The hooligan wrecked the souvenir."))]
+    caching(PLLMaskedLM(pretrained=str(folder), device="cpu"), cache).loglikelihood(requests)
+    (folder / "README.md").write_text("# edited card\n")
+    caching(PLLMaskedLM(pretrained=str(folder), device="cpu"), cache)
+    weights = load_file(folder / "model.safetensors")
+    save_file(
+        {name: tensor * 0.5 for name, tensor in weights.items()}, folder / "model.safetensors"
+    )
+    with pytest.raises(ValueError, match=r"model_files=\w+ \(this run: \w+\)"):
+        caching(PLLMaskedLM(pretrained=str(folder), device="cpu"), cache)
+
+
+def test_a_cache_takes_the_same_model_however_it_is_named(tiny_bert_dir, tmp_path):
+    """``revision=main`` is the default (None) spelt out, and the packaged demo model's
+    folder is ``pll-demo``: neither may be refused as another model."""
+    from pll_harness.models import DEMO_MODEL_DIR
+
+    cache = tmp_path / "cache_rank0.db"
+    lm = PLLMaskedLM(pretrained=tiny_bert_dir, device="cpu")
+    caching(lm, cache).loglikelihood([instance("loglikelihood", ("", "A cat sat."))])
+    caching(PLLMaskedLM(pretrained=tiny_bert_dir, revision="main", device="cpu"), cache)
+    demo = tmp_path / "demo_rank0.db"
+    named = PLLMaskedLM(pretrained="pll-demo", device="cpu")
+    caching(named, demo).loglikelihood([instance("loglikelihood", ("", "A cat sat."))])
+    caching(PLLMaskedLM(pretrained=str(DEMO_MODEL_DIR), device="cpu"), demo)
+    assert named.get_model_info()["model_checkpoint"] == "pll-demo"
+
+
 def test_a_cache_that_answered_nothing_takes_any_settings(tiny_bert_dir, tmp_path):
     """With several processes each has a database of its own; one whose run stopped before
     it scored anything (another process refused its own database, say) holds no answers,

@@ -53,6 +53,20 @@ def test_cuda_request_without_cuda_falls_back_to_cpu(caplog):
     assert "CUDA is not available" in caplog.text
 
 
+@pytest.mark.parametrize("device", ["mps", "xpu:0"])
+def test_a_device_this_machine_lacks_is_refused_before_loading(device, monkeypatch):
+    """An MPS or XPU device that is not there would otherwise fail as a raw torch error
+    once the model has loaded (``PyTorch is not linked with support for mps devices``).
+    Stood in for where the machine has it, so that the test means the same everywhere."""
+    kind = device.partition(":")[0]
+    monkeypatch.setattr(getattr(torch, kind), "is_available", lambda: False)
+    with pytest.raises(ValueError, match=f"has no {kind} device"):
+        loading.resolve_device(device)
+    monkeypatch.setattr(getattr(torch, kind), "is_available", lambda: True)
+    assert loading.resolve_device(device) == torch.device(device)
+    assert loading.resolve_device("cpu") == torch.device("cpu")
+
+
 def test_max_length_accounts_for_roberta_position_offset(tiny_bert_dir, tiny_roberta_dir):
     """Both tiny models take 64 tokens: BERT's table has 64 rows, RoBERTa's 66 of which
     positions 0 and 1 (padding index 1) are never used."""
