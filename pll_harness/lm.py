@@ -103,9 +103,10 @@ def _check_model_args(args: dict[str, Any]) -> None:
 
 def _refuse_context_on_verbatim_tasks(requests: list[Any], group: ProcessGroup | None) -> None:
     """The packaged tasks (and any made from their templates) score sentences as written;
-    a context in front of them is lm-eval's ``--system_instruction`` and would change what
-    is measured.  With several processes all of them decide together, so that none waits
-    for the others in scoring while they stop."""
+    a context in front of them comes from lm-eval's ``--system_instruction`` or from the
+    task's own YAML (a ``description``, a ``doc_to_text``) and would change what is
+    measured.  With several processes all of them decide together, so that none waits for
+    the others in scoring while they stop."""
     prompted = {
         request.task_name: request.args[0]
         for request in requests
@@ -117,8 +118,11 @@ def _refuse_context_on_verbatim_tasks(requests: list[Any], group: ProcessGroup |
         context = next(iter(prompted.values()))
         raise ValueError(
             f"Task(s) {', '.join(sorted(prompted))} score each sentence as written, but their "
-            f"requests put {context!r} in front of it (--system_instruction?), which changes "
-            "what is measured. Run these tasks without it."
+            f"requests put {context!r} in front of it, which changes what is measured. It "
+            "comes from --system_instruction, or from the task's YAML (description, "
+            "doc_to_text): drop it. A task that scores a sentence after a prompt cannot "
+            "include the pair templates (minimal_pair.yaml, pair_preference.yaml); write it "
+            "as an ordinary lm-eval task."
         )
 
 

@@ -500,7 +500,9 @@ def test_a_system_instruction_on_a_verbatim_task_is_refused(tiny_bert_dir, packa
     plain = lm_eval.simple_evaluate(model=lm, tasks=[task], limit=2, task_manager=packaged_tasks)
     assert plain["results"][task]["acc,none"] in (0.0, 0.5, 1.0)
     with pytest.raises(
-        ValueError, match=f"Task\\(s\\) {task} score each sentence as written.*'Judge grammar.'"
+        ValueError,
+        match=f"Task\\(s\\) {task} score each sentence as written.*'Judge grammar.'.*"
+        "--system_instruction, or from the task's YAML",
     ):
         lm_eval.simple_evaluate(
             model=lm,
