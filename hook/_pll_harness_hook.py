@@ -9,11 +9,13 @@ lm-eval imports ``lm_eval.models`` or ``lm_eval.tasks.manager``, the watcher han
 distribution's own entry points, unless that lm-eval reads them itself, in which case it
 does nothing.
 
-Two jobs have no entry-point equivalent in any lm-eval version and are always done: task
+Three jobs have no entry-point equivalent in any lm-eval version and are always done: task
 YAMLs may ``include: pll_harness:<template>.yaml`` (lm-eval resolves an include only
 relative to the including file, so a user's YAML could otherwise reach an installed
-template only by its absolute path), and the included files that lm-eval's task index
-parses again for every YAML that includes them are parsed once (:func:`_memoize_includes`).
+template only by its absolute path), the included files that lm-eval's task index parses
+again for every YAML that includes them are parsed once (:func:`_memoize_includes`), and a
+pair task's YAML given to ``--tasks`` by its path tells the task's loader where it lies
+(:func:`_record_pair_task_yamls`).
 """
 
 import sys
@@ -32,6 +34,7 @@ DISTRIBUTION = "pll-harness"
 MODELS_GROUP = "lm_eval.models"
 TASKS_GROUP = "lm_eval.tasks"
 TEMPLATE_PREFIX = "pll_harness:"
+PAIR_LOADERS_MODULE = "pll_harness.tasks.minimal_pairs"
 
 
 def entry_points(group: str) -> "list[EntryPoint]":
@@ -205,10 +208,35 @@ def _memoize_includes(yaml_loader: "ModuleType", settled_s: float = 2.0) -> None
     yaml_loader.load_yaml = load_yaml
 
 
+def _record_pair_task_yamls(yaml_loader: "ModuleType") -> None:
+    """Note in a pair task's config the YAML file that lm-eval loaded it from.
+
+    For ``--tasks path/to/task.yaml`` (or a folder) lm-eval loads the YAML itself, with its
+    functions resolved, hands the task over as a dict and tells the task's loader only that
+    it is "inline": relative ``data_files`` would be looked for in the cwd, not beside the
+    YAML.  Only loads at the top (no ``_seen``: not an include) with functions resolved are
+    looked at, and only once the pair loaders' module is imported (a resolved load of a
+    pair task imports it); ``record_task_yaml`` leaves every other task's config alone.
+    """
+    original = yaml_loader.load_yaml
+
+    def load_yaml(path, *args, **kwargs):
+        cfg = original(path, *args, **kwargs)
+        if kwargs.get("_seen") is None and kwargs.get("resolve_func", True):
+            pairs = sys.modules.get(PAIR_LOADERS_MODULE)
+            if pairs is not None:
+                pairs.record_task_yaml(cfg, path)
+        return cfg
+
+    yaml_loader.load_yaml = load_yaml
+
+
 def _wrap_yaml_loader(yaml_loader: "ModuleType") -> None:
-    """Templates by name outermost, so that a template's load is kept under its real path."""
+    """Templates by name outside the kept includes, so that a template's load is kept under
+    its real path; the pair tasks' YAMLs noted outermost, as the caller named them."""
     _memoize_includes(yaml_loader)
     _resolve_template_includes(yaml_loader)
+    _record_pair_task_yamls(yaml_loader)
 
 
 _AFTER_IMPORT: "dict[str, Callable[[ModuleType], None]]" = {

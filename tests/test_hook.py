@@ -9,6 +9,7 @@ resolves them (EleutherAI/lm-evaluation-harness#4013 for models, #4015 for tasks
 
 from __future__ import annotations
 
+import copy
 import importlib.util
 import itertools
 import os
@@ -452,15 +453,81 @@ def test_kept_includes_only_for_the_index_s_loads(tmp_path, kept_includes):
     assert kept.load_yaml(task, resolve_func=False, recursive=[], _seen=set()) == unmerged
 
 
-def test_lm_eval_loads_through_both_wrappers():
+def test_lm_eval_loads_through_the_three_wrappers():
     import lm_eval.tasks._index as index
     import lm_eval.tasks._yaml_loader as yaml_loader
 
     assert index.load_yaml is yaml_loader.load_yaml
     outer = yaml_loader.load_yaml
-    assert outer.__qualname__.startswith(hook._resolve_template_includes.__name__)
-    (inner,) = (cell.cell_contents for cell in outer.__closure__ if callable(cell.cell_contents))
-    assert inner.__qualname__.startswith(hook._memoize_includes.__name__)
+    assert outer.__qualname__.startswith(hook._record_pair_task_yamls.__name__)
+    middle = wrapped_function(outer)
+    assert middle.__qualname__.startswith(hook._resolve_template_includes.__name__)
+    assert wrapped_function(middle).__qualname__.startswith(hook._memoize_includes.__name__)
+
+
+def wrapped_function(wrapper):
+    """The one function that a wrapper of the hook closes over."""
+    (inner,) = (cell.cell_contents for cell in wrapper.__closure__ if callable(cell.cell_contents))
+    return inner
+
+
+def write_pair_task(folder: Path, data: str) -> Path:
+    """A pair task that includes our template by name and reads ``p.csv`` beside it."""
+    write_yaml(folder / "p.csv", data)
+    return write_yaml(
+        folder / "by_path.yaml",
+        "task: by_path\ninclude: pll_harness:minimal_pair.yaml\n"
+        "dataset_kwargs: {data_files: p.csv, good: g, bad: b}\n",
+    )
+
+
+@pytest.mark.parametrize("given", ["file", "folder"])
+def test_a_pair_task_given_to_tasks_by_path_reads_the_files_beside_it(given, tmp_path, monkeypatch):
+    """``--tasks path/to/task.yaml`` (or its folder) makes lm-eval load the YAML itself and
+    hand the task over as an "inline" dict: its relative ``data_files`` are read beside the
+    YAML, not from a file of that name in the cwd."""
+    import functools
+
+    import lm_eval.tasks
+    from lm_eval.config.evaluate_config import EvaluatorConfig
+
+    (tmp_path / "tasks").mkdir()
+    (tmp_path / "cwd").mkdir()
+    write_pair_task(tmp_path / "tasks", "g,b\nRight.,B.\n")
+    write_yaml(tmp_path / "cwd" / "p.csv", "g,b\nWrong.,B.\n")
+    monkeypatch.chdir(tmp_path / "cwd")
+    # lm-eval's own tasks are not needed here, and indexing them takes seconds.
+    no_defaults = functools.partial(lm_eval.tasks.TaskManager, include_defaults=False)
+    monkeypatch.setattr(lm_eval.tasks, "TaskManager", no_defaults)
+    config = EvaluatorConfig(tasks="../tasks/by_path.yaml" if given == "file" else "../tasks")
+    task = config.process_tasks().load(config.tasks)["tasks"]["by_path"]
+    assert [doc["sentence_good"] for doc in task.eval_docs] == ["Right."]
+
+
+def test_only_a_pair_task_loaded_at_the_top_with_its_functions_is_recorded(tmp_path):
+    """Includes, the index's loads (functions unresolved) and other tasks load as without
+    the record (templates by name resolved in both)."""
+    from pll_harness.tasks import minimal_pairs
+
+    unrecorded = lm_eval_yaml_loader()
+    hook._resolve_template_includes(unrecorded)
+    wrapped = lm_eval_yaml_loader()
+    hook._wrap_yaml_loader(wrapped)
+    pair_task = write_pair_task(tmp_path, "g,b\nA.,B.\n")
+    other = write_yaml(tmp_path / "other.yaml", "task: other\nmetadata: {version: 2}\n")
+    loaded = wrapped.load_yaml(pair_task, resolve_func=True)
+    assert loaded["metadata"] == {
+        "version": 1.0,
+        minimal_pairs.TASK_YAML_KEY: str(pair_task.resolve()),
+    }
+    for path, kwargs in [
+        (pair_task, {"resolve_func": True, "_seen": set()}),
+        (pair_task, INDEX_LOAD),
+        (other, {}),
+        (other, INDEX_LOAD),
+    ]:
+        expected = outcome(unrecorded, path, **copy.deepcopy(kwargs))
+        assert outcome(wrapped, path, **kwargs) == expected, kwargs
 
 
 def test_hook_module_is_what_the_package_installs():

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import gzip
+import io
 import json
 import math
 import re
@@ -67,6 +68,51 @@ def test_relative_paths_resolve_beside_the_yaml_then_cwd(
     }
     with pytest.raises(FileNotFoundError, match=r"missing\.csv"):
         mp.load_minimal_pairs("missing.csv", config_source=yaml)
+
+
+def test_an_inline_task_reads_relative_files_beside_the_yaml_the_hook_recorded(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``--tasks path/to/task.yaml`` makes lm-eval mark the task "inline": the YAML that the
+    start-up hook recorded is where relative files are read, not a namesake in the cwd."""
+    tasks = tmp_path / "tasks"
+    tasks.mkdir()
+    _write_csv(tasks / "p.csv", "g,b\nRight.,B.\n")
+    elsewhere = tmp_path / "cwd"
+    elsewhere.mkdir()
+    _write_csv(elsewhere / "p.csv", "g,b\nWrong.,B.\n")
+    monkeypatch.chdir(elsewhere)
+    recorded = {"config_source": "inline", mp.TASK_YAML_KEY: str(tasks / "my_task.yaml")}
+    loaded = mp.load_minimal_pairs("p.csv", good="g", bad="b", version=1.0, **recorded)
+    assert loaded[mp.SPLIT]["sentence_good"] == ["Right."]
+    # A YAML found by name: lm-eval's own config_source stands.
+    found = {"config_source": str(tasks / "my_task.yaml"), mp.TASK_YAML_KEY: "/elsewhere.yaml"}
+    loaded = mp.load_minimal_pairs("p.csv", good="g", bad="b", **found)
+    assert loaded[mp.SPLIT]["sentence_good"] == ["Right."]
+    with pytest.raises(FileNotFoundError, match=r"missing\.csv.*give data_files as an absolute"):
+        mp.load_minimal_pairs("missing.csv", good="g", bad="b", config_source="inline")
+
+
+def test_only_a_pair_tasks_config_records_its_yaml(tmp_path: Path) -> None:
+    """What the start-up hook calls for every YAML that lm-eval loads at the top."""
+    yaml = tmp_path / "task.yaml"
+    for loader in mp.PAIR_LOADERS:
+        cfg = {"custom_dataset": loader, "metadata": {"version": 1.0}}
+        mp.record_task_yaml(cfg, yaml)
+        assert cfg["metadata"] == {"version": 1.0, mp.TASK_YAML_KEY: str(yaml.resolve())}
+    cfg = {"custom_dataset": mp.load_minimal_pairs}
+    mp.record_task_yaml(cfg, yaml)
+    assert cfg["metadata"] == {mp.TASK_YAML_KEY: str(yaml.resolve())}
+    others = [
+        {"task": "hellaswag", "metadata": {"version": 1.0}},
+        {"custom_dataset": mp.as_documents},
+        {"custom_dataset": f"{tmp_path}/pll_harness.tasks.minimal_pairs.load_minimal_pairs"},
+        {"custom_dataset": mp.load_minimal_pairs, "metadata": "not a dict"},
+    ]
+    for cfg in others:
+        before = repr(cfg)
+        mp.record_task_yaml(cfg, yaml)
+        assert repr(cfg) == before
 
 
 def test_where_filters_rows_in_file_order(tmp_path: Path) -> None:
@@ -155,6 +201,72 @@ def test_a_file_without_records_is_named(tmp_path: Path, name: str, content: str
         path.write_text(content, encoding="utf-8")
     with pytest.raises(ValueError, match=f"^{re.escape(name)}: no sentence pairs"):
         mp.load_minimal_pairs(str(path), good="g", bad="b")
+
+
+QUOTED_CELLS = [
+    ['"Stop!" he said.', '"Stop!" he say.'],
+    ['She said "hi" to me.', 'She say "hi" to me.'],
+    ["One, two;\tthree.", "Line\nbreak."],
+    ['"', '""'],
+]
+"""Cells with quotes, delimiters and a line break, as the csv module and pandas quote them."""
+
+
+@pytest.mark.parametrize("name", ["pairs.tsv", "pairs.csv", "pairs.tsv.gz"])
+@pytest.mark.parametrize("writer", ["csv", "pandas"])
+def test_cells_quoted_as_csv_writers_quote_them_are_read_verbatim(
+    tmp_path: Path, name: str, writer: str
+) -> None:
+    import csv
+
+    import pandas as pd
+
+    delimiter = "," if ".csv" in name else "\t"
+    buffer = io.StringIO(newline="")
+    if writer == "csv":
+        csv.writer(buffer, delimiter=delimiter).writerows([["g", "b"], *QUOTED_CELLS])
+    else:
+        pd.DataFrame(QUOTED_CELLS, columns=["g", "b"]).to_csv(buffer, sep=delimiter, index=False)
+    data = buffer.getvalue().encode()
+    path = tmp_path / name
+    path.write_bytes(gzip.compress(data) if name.endswith(".gz") else data)
+    loaded = mp.load_minimal_pairs(str(path), good="g", bad="b")[mp.SPLIT]
+    assert [[row["sentence_good"], row["sentence_bad"]] for row in loaded] == QUOTED_CELLS
+
+
+def test_quotes_inside_an_unquoted_cell_and_a_quoted_header_after_a_bom_are_read(
+    tmp_path: Path,
+) -> None:
+    """Only a cell that starts with a quote is a quoted cell; pandas drops a byte-order mark
+    before it reads the first cell, and so does the check of the quoting."""
+    tsv = _write_csv(tmp_path / "p.tsv", '\ufeff"g"\tb\nShe said "hi".\tShe say "hi"\n')
+    loaded = mp.load_minimal_pairs(str(tsv), good="g", bad="b")[mp.SPLIT]
+    assert loaded[0] == {"sentence_good": 'She said "hi".', "sentence_bad": 'She say "hi"'}
+
+
+@pytest.mark.parametrize(
+    ("name", "text", "line"),
+    [
+        # pandas scored this row as `Stop! he said.` / `Stop! he say.`
+        ("p.tsv", 'g\tb\nA.\tB.\n"Stop!" he said.\t"Stop!" he say.\n', 3),
+        ("p.csv", 'g,b\n"Stop!" he said.,B.\n', 2),
+        # an unclosed quote: pandas ran it on over the next row, to the next quote
+        ("p.tsv", 'g\tb\n"Stop! he said.\tB.\nC.\t"D."\nE.\tF.\n', 2),
+        ("p.csv", 'g,b\nA.,B.\n\nC.,"D.\n', 4),
+        ("p.tsv.gz", 'g\tb\n"Stop!" he said.\tB.\n', 2),
+    ],
+)
+def test_malformed_quoting_is_refused_naming_the_file_and_line(
+    tmp_path: Path, name: str, text: str, line: int
+) -> None:
+    path = tmp_path / name
+    data = text.encode()
+    path.write_bytes(gzip.compress(data) if name.endswith(".gz") else data)
+    with pytest.raises(ValueError) as error:
+        mp.load_minimal_pairs(str(path), good="g", bad="b")
+    message = str(error.value)
+    assert message.startswith(f"{path}: the row that starts on line {line} is not well-formed")
+    assert '"""Stop!"" he said.' in message and "JSON Lines" in message
 
 
 def test_a_reader_error_is_not_hidden_by_the_check_for_records(tmp_path: Path) -> None:

@@ -16,6 +16,7 @@ the same four steps, named from the YAML templates in ``templates/``:
 from __future__ import annotations
 
 import codecs
+import csv
 import difflib
 import glob
 import hashlib
@@ -43,6 +44,13 @@ FIRST, SECOND = "sentence_first", "sentence_second"
 
 DATA_FORMATS = ("csv", "json", "jsonl", "parquet", "tsv")
 """What ``data_format`` may say (``json`` and ``jsonl`` both read JSON Lines)."""
+
+DELIMITERS = {"csv": ",", "tsv": "\t"}
+"""The cell delimiter of each delimited format; both quote cells as CSV does."""
+
+TASK_YAML_KEY = "pll_harness_task_yaml"
+"""The metadata key under which the start-up hook records a pair task's YAML file
+(:func:`record_task_yaml`); lm-eval passes it to the loader as a keyword argument."""
 
 
 class _DropCustomDatasetAdvice(logging.Filter):
@@ -93,6 +101,9 @@ def load_pair_preferences(
     return load_pairs(data_files, {first: FIRST, second: SECOND}, **options)
 
 
+PAIR_LOADERS = (load_minimal_pairs, load_pair_preferences)
+"""The ``custom_dataset`` functions of the pair templates."""
+
 LOADER_OPTIONS = ("data_files", "where", "data_format")
 """The ``dataset_kwargs`` every pair template takes besides its two column names."""
 
@@ -132,24 +143,28 @@ def load_pairs(
     where: Mapping[str, Any] | None = None,
     data_format: str | None = None,
     config_source: str | None = None,
+    pll_harness_task_yaml: str | None = None,
     **_metadata: Any,
 ) -> datasets.DatasetDict:
     """Read local pair files into a one-split ``DatasetDict`` with the pair columns renamed.
 
     Args:
         data_files: one path or several (same format).  Relative paths are taken from the
-            folder of the task's YAML, which lm-eval passes as ``config_source`` metadata, so
-            a task folder can ship its data beside it; failing that, from the working folder.
+            folder of the task's YAML, so a task folder can ship its data beside it;
+            failing that, from the working folder.
         columns: ``{column in the file: name the template expects}`` for the two sentences.
         where: keep only rows whose columns equal these values (a list means any of them);
             this is how one file feeds several sub-tasks, e.g. EventsAdapt by trial type.
         data_format: ``csv``, ``tsv``, ``json`` or ``parquet``; by default from the suffix.
-        config_source: set by lm-eval; see ``data_files``.
+        config_source: set by lm-eval: the task's YAML for a task found by name, "inline"
+            for one handed over as a dict (as ``--tasks path/to/task.yaml`` does).
+        pll_harness_task_yaml: set by the start-up hook (:data:`TASK_YAML_KEY`): the YAML
+            that an "inline" task was loaded from.
         _metadata: the rest of lm-eval's task metadata (version, ``--metadata``), unused.
     """
     if len(columns) != 2:
         raise ValueError(f"name two different sentence columns, got {list(columns)}")
-    paths = _resolve_paths(data_files, config_source)
+    paths = _resolve_paths(data_files, _task_yaml(config_source, pll_harness_task_yaml))
     fmt = _format_of(paths[0], data_format)
     dataset = _read(paths, fmt)
     rows = list(range(len(dataset)))
@@ -161,14 +176,43 @@ def load_pairs(
     return datasets.DatasetDict({SPLIT: dataset})
 
 
-def _resolve_paths(data_files: str | Sequence[str], config_source: str | None) -> list[Path]:
+def record_task_yaml(cfg: dict[str, Any], path: str | Path) -> None:
+    """Note in a pair task's metadata the YAML file it was loaded from.
+
+    lm-eval tells the loader a task's YAML (``config_source``) only for a task it found by
+    name in a task folder.  ``--tasks path/to/task.yaml`` (or a folder) makes lm-eval load
+    the YAML itself and hand over the dict, which it marks "inline": relative
+    ``data_files`` would then be looked for in the cwd alone, and a file of that name
+    there read instead.  The start-up hook calls this for every YAML that lm-eval loads at
+    the top with its functions resolved; other tasks' configs are left as they are."""
+    if not any(cfg.get("custom_dataset") is loader for loader in PAIR_LOADERS):
+        return
+    metadata = cfg.setdefault("metadata", {})
+    if isinstance(metadata, dict):
+        metadata[TASK_YAML_KEY] = str(Path(path).expanduser().resolve())
+
+
+def _task_yaml(config_source: str | None, recorded: str | None) -> str | None:
+    """The task's YAML: lm-eval's ``config_source``, else the one the hook recorded."""
+    if config_source and config_source != "inline":
+        return config_source
+    return recorded
+
+
+_NO_TASK_YAML_ADVICE = (
+    "; lm-eval did not say which YAML file this task came from (a task config handed over"
+    " as a dict), so give data_files as an absolute path"
+)
+
+
+def _resolve_paths(data_files: str | Sequence[str], task_yaml: str | None) -> list[Path]:
     """Absolute paths, relative ones tried beside the task YAML first, then in the cwd."""
     names = [data_files] if isinstance(data_files, (str, Path)) else list(data_files)
     if not names:
         raise ValueError("data_files is empty: name at least one file of sentence pairs")
     bases: list[Path] = []
-    if config_source and config_source != "inline":
-        bases.append(Path(config_source).expanduser().resolve().parent)
+    if task_yaml:
+        bases.append(Path(task_yaml).expanduser().resolve().parent)
     bases.append(Path.cwd())
     resolved = []
     for name in names:
@@ -177,7 +221,8 @@ def _resolve_paths(data_files: str | Sequence[str], config_source: str | None) -
         found = next((c for c in candidates if c.is_file()), None)
         if found is None:
             tried = ", ".join(str(c) for c in candidates)
-            raise FileNotFoundError(f"pair file {name!r} not found (tried: {tried})")
+            advice = "" if task_yaml or path.is_absolute() else _NO_TASK_YAML_ADVICE
+            raise FileNotFoundError(f"pair file {name!r} not found (tried: {tried}){advice}")
         resolved.append(found.resolve())
     return resolved
 
@@ -199,7 +244,8 @@ def _format_of(path: Path, data_format: str | None) -> str:
 
 def _read(paths: list[Path], fmt: str) -> datasets.Dataset:
     """The files as one split, with ``datasets``' packaged builder of local files; CSV cells
-    stay verbatim ("NA" is a word, not a gap).
+    stay verbatim ("NA" is a word, not a gap), once :func:`_check_csv_quoting` has found
+    their quoting well formed.
 
     ``Dataset.from_csv`` and its siblings run the same builders as ``load_dataset("csv",
     ...)`` without its module lookup, which for every call sends a download-count request
@@ -211,11 +257,14 @@ def _read(paths: list[Path], fmt: str) -> datasets.Dataset:
     JSON Lines is first read as :func:`_read_json_lines_in_memory` reads it."""
     readers: dict[str, tuple[Callable[..., datasets.Dataset], dict[str, Any]]] = {
         "csv": (datasets.Dataset.from_csv, {"keep_default_na": False}),
-        "tsv": (datasets.Dataset.from_csv, {"keep_default_na": False, "sep": "\t"}),
+        "tsv": (datasets.Dataset.from_csv, {"keep_default_na": False, "sep": DELIMITERS["tsv"]}),
         "json": (datasets.Dataset.from_json, {}),
         "parquet": (datasets.Dataset.from_parquet, {}),
     }
     read, kwargs = readers[fmt]
+    if fmt in DELIMITERS:
+        for path in paths:
+            _check_csv_quoting(path, DELIMITERS[fmt])
     if fmt == "json":
         in_memory = _read_json_lines_in_memory(paths)
         if in_memory is not None:
@@ -230,6 +279,55 @@ def _read(paths: list[Path], fmt: str) -> datasets.Dataset:
         raise ValueError(
             f"{', '.join(empty)}: no sentence pairs (the file holds no records)"
         ) from None
+
+
+CSV_QUOTING_ADVICE = (
+    "A cell that starts with a double quote is a quoted cell, as CSV writers (Python's csv"
+    " module, pandas, spreadsheets) write one: it ends at a double quote followed by the"
+    " delimiter or the end of the line, and each double quote inside it is doubled. Quote"
+    ' such a cell whole, e.g. write "Stop!" he said. as """Stop!"" he said.; or give the'
+    " pairs as JSON Lines."
+)
+
+
+def _check_csv_quoting(path: Path, delimiter: str) -> None:
+    """Refuse a CSV/TSV file whose quoting the CSV rules do not allow, naming its line.
+
+    The builder's reader (pandas) takes a cell that starts with a double quote as a quoted
+    cell and, without a word, joins any text after the closing quote to it (the cell
+    ``"Stop!" he said.`` is scored as ``Stop! he said.``), or lets a quote never closed run
+    on over the rows after it.  Python's csv module in strict mode refuses both and reads
+    every well-formed file as pandas does, so one pass of it over the file finds them.  A
+    file it cannot decode is left to the builder, whose error names the cause."""
+    try:
+        malformed = _first_malformed_row(path, delimiter)
+    except (OSError, ValueError):  # UnicodeDecodeError included: the builder says why
+        return
+    if malformed is not None:
+        line, error = malformed
+        reason = str(error).replace("\t", "\\t")
+        raise ValueError(
+            f"{path}: the row that starts on line {line} is not well-formed CSV ({reason}). "
+            f"{CSV_QUOTING_ADVICE}"
+        )
+
+
+def _first_malformed_row(path: Path, delimiter: str) -> tuple[int, csv.Error] | None:
+    """The line on which the first row that strict CSV refuses starts, and the refusal.
+
+    The file is decompressed as the builder decompresses it (``.gz`` and the like, told by
+    its name), and a leading byte-order mark dropped, as pandas drops it."""
+    with fsspec.open(
+        str(path), "rt", compression="infer", encoding="utf-8-sig", newline=""
+    ) as handle:
+        reader = csv.reader(handle, delimiter=delimiter, strict=True)
+        start = 1
+        try:
+            for _ in reader:
+                start = reader.line_num + 1
+        except csv.Error as error:
+            return start, error
+    return None
 
 
 SINGLE_STREAMS = (None, "gzip")
