@@ -27,3 +27,18 @@ def format_from_name(
     while suffixes and suffixes[-1] in compressions:
         suffixes.pop()
     return FORMAT_BY_SUFFIX.get(suffixes[-1]) if suffixes else None
+
+
+DELIMITERS = {"csv": ",", "tsv": "\t"}
+"""The cell delimiter of each delimited format."""
+
+CSV_QUOTING_RULE = (
+    "A cell that starts with a double quote is a quoted cell, as CSV writers (Python's csv "
+    "module, pandas, spreadsheets) write one: it ends with a quote followed by the "
+    "delimiter or the line's end, and the quotes inside it are doubled (the text "
+    '"Hi," she said. is the cell """Hi,"" she said."). Quote the cell so, or use JSON Lines.'
+)
+"""How CSV and TSV cells are read, everywhere (tools and pair tasks), for error messages:
+quoting as the csv module writes it, checked in its strict mode, since a lenient reader
+(pandas, the csv module's default) joins the text after a closing quote to the cell or
+lets an unclosed quote run on over later rows without a word."""

@@ -266,7 +266,7 @@ def test_malformed_quoting_is_refused_naming_the_file_and_line(
         mp.load_minimal_pairs(str(path), good="g", bad="b")
     message = str(error.value)
     assert message.startswith(f"{path}: the row that starts on line {line} is not well-formed")
-    assert '"""Stop!"" he said.' in message and "JSON Lines" in message
+    assert '"""Hi,"" she said.' in message and "JSON Lines" in message
 
 
 def test_a_reader_error_is_not_hidden_by_the_check_for_records(tmp_path: Path) -> None:

@@ -51,6 +51,14 @@ def test_a_file_without_the_columns_is_refused(tmp_path):
         read_pairs(str(path))
 
 
+@pytest.mark.parametrize("text", ["sent_more,sent_less\n", "id,sent_more,sent_less\r\n", ""])
+def test_a_file_without_pairs_says_so(tmp_path, text):
+    path = tmp_path / "pairs.csv"
+    path.write_text(text)
+    with pytest.raises(ValueError, match=r"pairs\.csv holds no pairs"):
+        read_pairs(str(path))
+
+
 def test_scores_are_the_shared_token_scores(tiny_bert_dir):
     results = score_pairs(PAIRS, tiny_bert_dir, "original,word_l2r", device="cpu")
     for metric in ("original", "word_l2r"):

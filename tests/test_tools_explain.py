@@ -167,3 +167,21 @@ def test_sentences_are_checked_before_the_model_loads(capsys, sentences, message
     argv = ["explain", "-m", "no-such-model", *sentences, *(["--json"] if json_output else [])]
     assert main(argv) == 1
     assert message in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("sentences", [["\u200b"], ["\u200b", "The cat."], ["The cat.", "\ufeff"]])
+@pytest.mark.parametrize("json_output", [False, True])
+def test_a_sentence_with_no_token_to_score_is_refused(
+    tiny_bert_dir, capsys, sentences, json_output
+):
+    """The tokenizer drops a zero-width space: its PLL 0.0 (probability 1) would win any
+    comparison."""
+    argv = ["explain", "-m", tiny_bert_dir, *sentences, *(["--json"] if json_output else [])]
+    assert main(argv) == 1
+    captured = capsys.readouterr()
+    assert "has no token to score" in captured.err and captured.out == ""
+
+
+def test_explain_sentences_refuses_a_sentence_with_no_token(scorers):
+    with pytest.raises(ValueError, match=r"'\\u200b' has no token to score"):
+        explain_sentences(scorers, ["\u200b"])

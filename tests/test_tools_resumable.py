@@ -70,6 +70,57 @@ def test_a_cut_header_starts_afresh(tmp_path):
     assert path.read_bytes() == b"id,text,score\r\n"
 
 
+@pytest.mark.parametrize("fmt", ["csv", "jsonl"])
+@pytest.mark.parametrize("blank", ["\n", "\r\n\r\n", "\n\n\n"])
+def test_trailing_blank_lines_are_dropped_and_the_records_kept(tmp_path, fmt, blank):
+    """An editor's extra final newline is no damage: the records stay, and the blank lines
+    go, so that the next records follow the last one and the file stays well-formed."""
+    path = tmp_path / f"out.{fmt}"
+    data = write(path, fmt)
+    path.write_bytes(data + blank.encode())
+    record_file = RecordFile(path, fmt, COLUMNS, ("id",))
+    try:
+        assert record_file.records == ROWS
+        record_file.start()
+        record_file.append([{"id": "3", "text": "More.", "score": "-4.0"}])
+    finally:
+        record_file.close()
+    assert reopen(path, fmt) == [*ROWS, {"id": "3", "text": "More.", "score": "-4.0"}]
+    assert path.read_bytes().startswith(data) and not path.read_bytes().endswith(b"\n\n")
+
+
+def test_a_blank_line_between_records_is_still_refused(tmp_path):
+    path = tmp_path / "out.jsonl"
+    path.write_text(jsonl_text(ROWS[:1]) + "\n" + jsonl_text(ROWS[1:]))
+    with pytest.raises(DamagedOutput, match="line 2"):
+        reopen(path, "jsonl")
+    path = tmp_path / "out.csv"
+    path.write_text(
+        csv_text(COLUMNS, ROWS[:1], header=True)
+        + "\r\n"
+        + csv_text(COLUMNS, ROWS[1:], header=False),
+        newline="",
+    )
+    with pytest.raises(DamagedOutput, match="broken after its first 1 records"):
+        reopen(path, "csv")
+
+
+@pytest.mark.parametrize("fmt", ["csv", "jsonl"])
+def test_an_empty_file_that_a_failed_run_left_starts_afresh(tmp_path, fmt):
+    """A run that fails while scoring its first chunk leaves the file it started: empty
+    (JSONL) or a header alone (CSV).  The re-run reads no records and writes afresh."""
+    path = tmp_path / f"out.{fmt}"
+    path.write_text(csv_text(COLUMNS, [], header=True) if fmt == "csv" else "", newline="")
+    record_file = RecordFile(path, fmt, COLUMNS, ("id",))
+    try:
+        assert record_file.records == []
+        record_file.start()
+        record_file.append(ROWS)
+    finally:
+        record_file.close()
+    assert path.read_bytes() == write(tmp_path / f"whole.{fmt}", fmt)
+
+
 def test_csv_written_with_plain_newlines_is_read(tmp_path):
     path = tmp_path / "out.csv"
     path.write_text("id,text,score\n0,Plain text.,-1.5\n")

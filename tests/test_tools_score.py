@@ -600,3 +600,37 @@ def test_an_unknown_dtype_is_a_usage_error(tiny_bert_dir, capsys):
     with pytest.raises(SystemExit):
         main(["score", "-m", tiny_bert_dir, "--dtype", "bf16", "-"])
     assert "invalid choice: 'bf16'" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("tokens", ["s.csv", "./s.csv", "link.csv"])
+def test_an_output_and_a_token_file_that_are_one_file_are_refused(
+    tmp_path, monkeypatch, capsys, tokens
+):
+    """Before the model loads: both would be written into one file, which a re-run then
+    cannot read back."""
+
+    def loaded(*args, **kwargs):
+        raise AssertionError("the model was loaded")
+
+    monkeypatch.setattr(MLMScorers, "__init__", loaded)
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "link.csv").symlink_to(tmp_path / "s.csv")
+    (tmp_path / "in.txt").write_text("A cat sat.\n")
+    assert main(["score", "-m", "some-model", "in.txt", "-o", "s.csv", "--tokens", tokens]) == 1
+    assert "-o s.csv and --tokens" in capsys.readouterr().err
+    assert not (tmp_path / "s.csv").exists()
+
+
+def test_a_row_with_no_token_to_score_is_named_in_a_warning(
+    tmp_path, tiny_bert_dir, bert_scorers, capsys
+):
+    """A zero-width space or a byte-order mark alone: the tokenizer drops it, and its PLL
+    0.0 (probability 1) would beat every sentence."""
+    texts = ["A cat sat.", "\u200b", "She is a nurse.", "\ufeff"]
+    out = tmp_path / "s.csv"
+    score_file(_sentences(texts), tiny_bert_dir, out, scorers=bert_scorers, progress=False)
+    warning = capsys.readouterr().err
+    assert "warning: 2 sentences have no token to score" in warning
+    assert "ids 1, 3" in warning
+    counts = [r["n_tokens"] for r in csv.DictReader(out.open())]
+    assert [count == "0" for count in counts] == [False, True, False, True]

@@ -36,8 +36,7 @@ def test_read_sentences_formats(tmp_path):
         ("a.TSV.gz", "tsv"),
         ("a.json", "jsonl"),
         ("a.jsonl.gz", "jsonl"),
-        ("a.parquet", "txt"),
-        ("a.csv.bz2", "txt"),
+        ("a.txt", "txt"),
         ("sentences", "txt"),
         ("-", "txt"),
     ],
@@ -108,3 +107,83 @@ def test_a_missing_id_column_or_an_empty_text_is_named(tmp_path):
         read_sentences(str(table), id_column="item")
     (tmp_path / "h.csv").write_text("item,sentence\n")
     assert read_sentences(str(tmp_path / "h.csv")) == []
+
+
+@pytest.mark.parametrize("name", ["a.parquet", "a.csv.bz2", "a.txt.xz", "a.jsonl.zst", "a.xlsx"])
+def test_binary_formats_are_refused_as_unsupported(tmp_path, name):
+    """Read as text, they would fail with "not UTF-8 text ... Save it as UTF-8"."""
+    path = tmp_path / name
+    path.write_bytes(b"PAR1\x15\x04\x15\xff\xfe")
+    for explicit in (None, "tsv"):
+        with pytest.raises(ValueError, match=r"not supported.*\.csv, \.tsv.*\.jsonl.*\.gz"):
+            read_sentences(str(path), fmt=explicit)
+
+
+@pytest.mark.parametrize(("fmt", "sep"), [("csv", ","), ("tsv", "\t")])
+def test_cells_follow_csv_quoting(tmp_path, fmt, sep):
+    """A cell that starts with a double quote is quoted, its quotes doubled, as the csv
+    module and pandas write it; quotes inside an unquoted cell are text."""
+    path = tmp_path / f"s.{fmt}"
+    path.write_text(f'id{sep}sentence\n1{sep}"""Hi,"" she said."\n2{sep}It is 5"2 tall.\n')
+    rows = read_sentences(str(path), id_column="id")
+    assert [s.text for s in rows] == ['"Hi," she said.', 'It is 5"2 tall.']
+
+
+@pytest.mark.parametrize(("fmt", "sep"), [("csv", ","), ("tsv", "\t")])
+@pytest.mark.parametrize(
+    ("cell", "line"),
+    [('"Hi," she said.', 3), ('"Wait', 3)],
+    ids=["text-after-closing-quote", "never-closed"],
+)
+def test_malformed_quoting_is_refused_with_its_line(tmp_path, fmt, sep, cell, line):
+    """Read leniently, the first loses its quotes and the second swallows every later row."""
+    path = tmp_path / f"s.{fmt}"
+    path.write_text(f"id{sep}sentence\n1{sep}Fine.\n2{sep}{cell}\n3{sep}The dog ran.\n4{sep}Bye.\n")
+    with pytest.raises(ValueError, match=rf"s.{fmt}: line {line}: .*JSON Lines") as error:
+        read_sentences(str(path), id_column="id")
+    assert '"""Hi,"" she said."' in str(error.value) and "\n" not in str(error.value)
+
+
+def test_duplicate_columns_and_extra_fields_are_refused(tmp_path):
+    (tmp_path / "dup.csv").write_text("sentence,sentence\nA b.,C d.\n")
+    with pytest.raises(ValueError, match=r"dup.csv: the header names 'sentence' twice"):
+        read_sentences(str(tmp_path / "dup.csv"))
+    (tmp_path / "dup.jsonl").write_text('{"text": "A b.", "text": "C d."}\n')
+    with pytest.raises(ValueError, match=r"dup.jsonl: line 1 names 'text' twice"):
+        read_sentences(str(tmp_path / "dup.jsonl"))
+    (tmp_path / "ragged.csv").write_text("id,sentence\n1,A b.\n2,C d.,extra\n")
+    with pytest.raises(ValueError, match=r"ragged.csv: line 3 has 3 fields, .* 2 columns"):
+        read_sentences(str(tmp_path / "ragged.csv"))
+
+
+@pytest.mark.parametrize("value", ['["a", "b"]', '{"x": 1}', "42", "true"])
+def test_a_text_that_is_not_a_string_is_refused(tmp_path, value):
+    path = tmp_path / "s.jsonl"
+    path.write_text(f'{{"text": "Fine."}}\n{{"text": {value}}}\n')
+    with pytest.raises(ValueError, match=r"s.jsonl: row 2: 'text' is .*, not a string"):
+        read_sentences(str(path))
+
+
+def test_ids_are_strings_or_integers(tmp_path):
+    path = tmp_path / "s.jsonl"
+    path.write_text('{"text": "A.", "id": 7}\n{"text": "B.", "id": "b"}\n')
+    assert [s.id for s in read_sentences(str(path), id_column="id")] == ["7", "b"]
+    for value in ("1.0", "true", "null", "[1]"):
+        path.write_text(f'{{"text": "A.", "id": 7}}\n{{"text": "B.", "id": {value}}}\n')
+        with pytest.raises(ValueError, match=r"row 2: the id .* is not a string or an integer"):
+            read_sentences(str(path), id_column="id")
+
+
+def test_a_row_without_the_id_field_is_named(tmp_path):
+    path = tmp_path / "s.jsonl"
+    path.write_text('{"text": "A.", "id": 1}\n{"text": "B.", "id": 2}\n{"text": "C."}\n')
+    with pytest.raises(ValueError, match=r"s.jsonl: row 3 has no 'id'"):
+        read_sentences(str(path), id_column="id")
+
+
+def test_a_lone_surrogate_is_refused_with_its_row(tmp_path):
+    """The tokenizer cannot read it (a TypeError deep inside), nor can UTF-8 hold it."""
+    path = tmp_path / "s.jsonl"
+    path.write_text('{"text": "The cat."}\n{"text": "a\\ud800b"}\n')
+    with pytest.raises(ValueError, match=r"s.jsonl: row 2: .*not UTF-8.*surrogate"):
+        read_sentences(str(path))

@@ -34,7 +34,7 @@ import pyarrow
 import pyarrow.json
 import pyarrow.parquet
 
-from pll_harness.file_formats import format_from_name
+from pll_harness.file_formats import CSV_QUOTING_RULE, DELIMITERS, format_from_name
 
 SPLIT = "test"
 """The one split our loaders build; the templates set ``test_split`` to it."""
@@ -44,9 +44,6 @@ FIRST, SECOND = "sentence_first", "sentence_second"
 
 DATA_FORMATS = ("csv", "json", "jsonl", "parquet", "tsv")
 """What ``data_format`` may say (``json`` and ``jsonl`` both read JSON Lines)."""
-
-DELIMITERS = {"csv": ",", "tsv": "\t"}
-"""The cell delimiter of each delimited format; both quote cells as CSV does."""
 
 TASK_YAML_KEY = "pll_harness_task_yaml"
 """The metadata key under which the start-up hook records a pair task's YAML file
@@ -281,15 +278,6 @@ def _read(paths: list[Path], fmt: str) -> datasets.Dataset:
         ) from None
 
 
-CSV_QUOTING_ADVICE = (
-    "A cell that starts with a double quote is a quoted cell, as CSV writers (Python's csv"
-    " module, pandas, spreadsheets) write one: it ends at a double quote followed by the"
-    " delimiter or the end of the line, and each double quote inside it is doubled. Quote"
-    ' such a cell whole, e.g. write "Stop!" he said. as """Stop!"" he said.; or give the'
-    " pairs as JSON Lines."
-)
-
-
 def _check_csv_quoting(path: Path, delimiter: str) -> None:
     """Refuse a CSV/TSV file whose quoting the CSV rules do not allow, naming its line.
 
@@ -308,7 +296,7 @@ def _check_csv_quoting(path: Path, delimiter: str) -> None:
         reason = str(error).replace("\t", "\\t")
         raise ValueError(
             f"{path}: the row that starts on line {line} is not well-formed CSV ({reason}). "
-            f"{CSV_QUOTING_ADVICE}"
+            f"{CSV_QUOTING_RULE}"
         )
 
 

@@ -60,33 +60,32 @@ def read_pairs(path: str | None = None) -> list[Pair]:
     ``stereo_antistereo``, as in the source's CSV).
 
     An empty or missing sentence is refused here, before any model loads: scored, it would
-    tie with its partner and count in the percentages as a real pair."""
-    from pll_harness.tools.sentences import read_rows
+    tie with its partner and count in the percentages as a real pair.  Sentences and ids are
+    checked as ``score`` checks its input's (:func:`~pll_harness.tools.sentences.row_text`,
+    :func:`~pll_harness.tools.sentences.row_id`)."""
+    from pll_harness.tools.sentences import read_rows, row_id, row_text
 
     if path is None:
         from pll_harness.tasks.catalog import CROWS_PAIRS_DATA
 
         path = str(CROWS_PAIRS_DATA)
     rows = read_rows(path)
-    missing = {"sent_more", "sent_less"} - set(rows[0] if rows else {})
+    if not rows:
+        raise ValueError(f"{path} holds no pairs: no row below its header.")
+    missing = {"sent_more", "sent_less"} - set(rows[0])
     if missing:
         raise ValueError(f"{path}: needs the columns sent_more and sent_less; {missing} missing.")
-    pairs = []
-    for index, row in enumerate(rows):
-        for column in ("sent_more", "sent_less"):
-            text = row.get(column)
-            if text is None or not str(text).strip():
-                raise ValueError(f"{path}: row {index + 1} has an empty {column!r}.")
-        pairs.append(
-            Pair(
-                id=str(row.get("id", index)),
-                sent_more=str(row["sent_more"]),
-                sent_less=str(row["sent_less"]),
-                bias_type=str(row.get("bias_type") or ""),
-                direction=str(row.get("stereo_antistereo") or ""),
-            )
+    has_ids = "id" in rows[0]
+    return [
+        Pair(
+            id=row_id(path, index + 1, row, "id") if has_ids else str(index),
+            sent_more=row_text(path, index + 1, row, "sent_more"),
+            sent_less=row_text(path, index + 1, row, "sent_less"),
+            bias_type=str(row.get("bias_type") or ""),
+            direction=str(row.get("stereo_antistereo") or ""),
         )
-    return pairs
+        for index, row in enumerate(rows)
+    ]
 
 
 def pair_columns(metrics: Sequence[str]) -> list[str]:

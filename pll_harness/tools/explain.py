@@ -56,11 +56,19 @@ class Explanation:
 
 
 def explain_sentences(scorers: MLMScorers, texts: Sequence[str]) -> list[Explanation]:
-    """Score ``texts`` under every metric of ``scorers`` and keep the per-token parts."""
+    """Score ``texts`` under every metric of ``scorers`` and keep the per-token parts.
+
+    A text with no token to score (only characters the tokenizer drops, such as a
+    zero-width space) is refused: its PLL 0.0, probability 1, would win any comparison."""
     per_metric = scorers.score(list(texts))
     explanations = []
     for index, text in enumerate(texts):
         first = per_metric[scorers.metrics[0]][index]
+        if not first.tokens:
+            raise ValueError(
+                f"{text!r} has no token to score: the tokenizer drops all its characters "
+                "(such as a zero-width space or a byte-order mark), so its PLL would be 0.0."
+            )
         ids = tuple(scorers.word_ids(text))
         words = tuple(word for word, _ in words_of(scorers.tokenizer, first.tokens, ids))
         explanations.append(

@@ -10,7 +10,8 @@ later run resumes, and that one process at a time may write.
 - Durable chunks: each chunk goes to the file in one write, flushed and fsync'ed.
 - Checked on resume: the file must hold whole records, possibly followed by one record cut
   short by a killed write, which is dropped (whatever the texts contain: quoted newlines in
-  CSV, line separators in JSONL).  Anything else (a fragment between records, a duplicate
+  CSV, line separators in JSONL), or by blank lines (an editor's final newline), which are
+  dropped too.  Anything else (a fragment between records, a duplicate
   key, other columns) is refused, so a damaged file is never taken for a finished one.
 """
 
@@ -259,7 +260,7 @@ class RecordFile:
             raise self._other_fields(rows[0])
         whole = next((i for i, row in enumerate(rows) if len(row) != len(self.columns)), len(rows))
         end = ends[whole - 1] if whole else 0
-        tail = text[end:]
+        tail = "" if _is_blank(text[end:]) else text[end:]
         if tail and not _is_cut_csv_record(tail):
             raise self._damaged(f"is broken after its first {max(whole - 1, 0)} records")
         if not whole:
@@ -270,8 +271,11 @@ class RecordFile:
 
     def _jsonl_records(self, text: str) -> tuple[list[dict[str, Any]], int]:
         end = text.rfind("\n") + 1  # JSON escapes newlines, so records end at "\n" only
+        lines = text[:end].split("\n")[:-1]
+        while lines and _is_blank(lines[-1]):
+            end -= len(lines.pop()) + 1
         records = []
-        for number, line in enumerate(text[:end].split("\n")[:-1], start=1):
+        for number, line in enumerate(lines, start=1):
             try:
                 record = json.loads(line)
             except json.JSONDecodeError:
@@ -344,6 +348,13 @@ def _whole_csv_rows(text: str) -> tuple[list[list[str]], list[int]]:
         rows.append(row)
         ends.append(end)
     return rows, ends
+
+
+def _is_blank(text: str) -> bool:
+    """Whether ``text`` holds only line ends (or nothing): the blank lines an editor may
+    leave after the last record, which a resumed run drops rather than taking the file
+    for damaged."""
+    return not text.strip("\r\n")
 
 
 def _is_cut_csv_record(tail: str) -> bool:

@@ -9,6 +9,7 @@ the sentences it already holds (matched by id and text).  One run at a time writ
 
 from __future__ import annotations
 
+import os
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -256,6 +257,11 @@ def score_file(
         raise ValueError("--tokens needs an output file (-o).")
     if token_output is not None and record_format(str(token_output), None, "--tokens") != "csv":
         raise ValueError(f"--tokens {token_output}: the token file is CSV; name it .csv.")
+    if output is not None and token_output is not None and _same_file(output, token_output):
+        raise ValueError(
+            f"-o {output} and --tokens {token_output} are the same file; give the token "
+            "file a name of its own."
+        )
     if not sentences:
         raise ValueError("There are no sentences to score: the input holds none.")
     ids = [s.id for s in sentences]
@@ -310,15 +316,41 @@ def score_file(
             bar = scoring_bar(
                 progress, len(todo) * len(metric_list), "sent×metric", done=len(writer.done)
             )
+            unscored: list[str] = []
             try:
                 for start in range(0, len(todo), size):
                     chunk = todo[start : start + size]
                     records = score_sentences(chunk, scorers, causal_scorer, bar)
+                    unscored += [r["id"] for r in records if not r["n_tokens"]]
                     with guard.hold():
                         writer.write(records)
             finally:
                 if bar is not None:
                     bar.close()
+                _warn_unscored(unscored)
             return len(todo)
         finally:
             writer.close()
+
+
+def _same_file(a: str | Path, b: str | Path) -> bool:
+    """Whether two names lead to one file (``x.csv`` and ``./x.csv``, a link, a hard
+    link), whether or not it exists yet."""
+    if os.path.exists(a) and os.path.exists(b):
+        return os.path.samefile(a, b)
+    return Path(a).resolve() == Path(b).resolve()
+
+
+def _warn_unscored(ids: Sequence[str], shown: int = 10) -> None:
+    """Name the sentences with no token to score (only characters the tokenizer drops,
+    such as a zero-width space or a byte-order mark): each gets PLL 0.0, probability 1,
+    which beats every real sentence it is compared with."""
+    if not ids:
+        return
+    listed = ", ".join(ids[:shown]) + (f" and {len(ids) - shown} more" if len(ids) > shown else "")
+    print(
+        f"pll-harness score: warning: {len(ids)} sentences have no token to score (ids "
+        f"{listed}): the tokenizer drops all their characters, so each has PLL 0.0 "
+        "(n_tokens 0); drop them before comparing scores.",
+        file=sys.stderr,
+    )

@@ -11,9 +11,15 @@ import sys
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import TypeVar
+from pathlib import PurePath
+from typing import Any, TypeVar
 
-from pll_harness.file_formats import format_from_name
+from pll_harness.file_formats import (
+    COMPRESSION_SUFFIXES,
+    CSV_QUOTING_RULE,
+    DELIMITERS,
+    format_from_name,
+)
 from pll_harness.scorer import check_sizes
 from pll_harness.tools.resumable import lift_csv_field_limit
 
@@ -21,6 +27,25 @@ T = TypeVar("T")
 
 TEXT_COLUMNS = ("sentence", "text", "sent", "sentences")
 INPUT_FORMATS = ("txt", "csv", "tsv", "jsonl")
+SUPPORTED_INPUTS = (
+    "text (one sentence per line: .txt or any other name), .csv, .tsv or JSON Lines "
+    "(.jsonl, .json), each optionally gzipped (.gz), or - for standard input"
+)
+BINARY_SUFFIXES = frozenset(
+    {
+        *(suffix for suffix in COMPRESSION_SUFFIXES if suffix != ".gz"),
+        *(".parquet", ".arrow", ".feather", ".orc", ".avro", ".pkl", ".pickle", ".npy"),
+        *(".npz", ".h5", ".hdf5", ".xlsx", ".xls", ".ods", ".zip", ".tar", ".7z"),
+    }
+)
+"""Names of files that are not text: read line by line they would fail as "not UTF-8
+text", which sends the user to re-encode a file that needs converting."""
+
+CSV_FAULTS = {
+    "unexpected end of data": "a quoted cell is never closed",
+    "expected after": "text follows the closing quote of a quoted cell",
+}
+"""The csv module's errors for malformed quoting (strict mode), in words."""
 
 
 @dataclass(frozen=True)
@@ -31,15 +56,31 @@ class Sentence:
 
 def detect_format(path: str | None, explicit: str | None = None) -> str:
     """``txt``, ``csv``, ``tsv`` or ``jsonl`` from ``explicit`` or the file name (``.gz``
-    set aside); any other name is a text file."""
+    set aside); any other name is a text file, unless it says a binary format or another
+    compression (``.parquet``, ``.bz2``), which is refused."""
+    if explicit and explicit not in INPUT_FORMATS:
+        raise ValueError(f"Unknown input format {explicit!r}: use txt, csv, tsv or jsonl.")
+    if path is not None and path != "-":
+        _check_supported(path)
     if explicit:
-        if explicit not in INPUT_FORMATS:
-            raise ValueError(f"Unknown input format {explicit!r}: use txt, csv, tsv or jsonl.")
         return explicit
     if path is None or path == "-":
         return "txt"
     fmt = format_from_name(path, compressions=(".gz",))
     return fmt if fmt in INPUT_FORMATS else "txt"
+
+
+def _check_supported(path: str) -> None:
+    """Refuse a name that says a binary format or a compression other than gzip, whatever
+    ``--input-format`` says: that names the layout of the text, not how to unpack it."""
+    suffixes = [suffix.lower() for suffix in PurePath(path).suffixes]
+    if suffixes and suffixes[-1] == ".gz":
+        suffixes.pop()
+    if suffixes and suffixes[-1] in BINARY_SUFFIXES:
+        raise ValueError(
+            f"{path}: {suffixes[-1]} files are not supported. The inputs read are "
+            f"{SUPPORTED_INPUTS}: convert it to one of these."
+        )
 
 
 def _open_text(path: str) -> io.TextIOBase:
@@ -76,8 +117,12 @@ def read_sentences(
 ) -> list[Sentence]:
     """Sentences from a text file (one per line; blank lines skipped), a CSV/TSV file or a
     JSONL file (``column`` names the text field; by default ``sentence`` or ``text``, or the
-    only column).  ``-`` reads standard input.  Ids are ``id_column``'s values, else the
-    sentence's 0-based position among the sentences read."""
+    only column).  ``-`` reads standard input.  Ids are ``id_column``'s values (strings or
+    JSON integers), else the sentence's 0-based position among the sentences read.
+
+    Texts must be strings that UTF-8 can hold: JSON can also write numbers, lists and lone
+    surrogates (``"\\ud800"``), which would be scored as their Python spelling or stop the
+    tokenizer with a traceback."""
     fmt = detect_format(path, fmt)
     if fmt == "txt":
         if column is not None or id_column is not None:
@@ -96,18 +141,70 @@ def read_sentences(
     text_column = _pick_column(fields, column, path)
     if id_column is not None and id_column not in fields:
         raise ValueError(f"{path}: no id column {id_column!r}; columns are {fields}.")
-    sentences = []
-    for index, row in enumerate(rows):
-        text = row.get(text_column)
-        if text is None or not str(text).strip():
-            raise ValueError(f"{path}: row {index + 1} has an empty {text_column!r}.")
-        ident = str(row[id_column]) if id_column is not None else str(index)
-        sentences.append(Sentence(ident, str(text).strip()))
-    return sentences
+    return [
+        Sentence(
+            row_id(path, index + 1, row, id_column) if id_column is not None else str(index),
+            row_text(path, index + 1, row, text_column).strip(),
+        )
+        for index, row in enumerate(rows)
+    ]
+
+
+def row_text(path: str, number: int, row: dict[str, Any], column: str) -> str:
+    """Row ``number``'s text in ``column``: a string with something besides whitespace,
+    that UTF-8 can hold."""
+    text = row.get(column)
+    if text is not None and not isinstance(text, str):
+        raise ValueError(
+            f"{path}: row {number}: {column!r} is {_json_shown(text)}, not a string; write "
+            "the text as a JSON string."
+        )
+    if text is None or not text.strip():
+        raise ValueError(f"{path}: row {number} has an empty {column!r}.")
+    _check_utf8(path, number, column, text)
+    return text
+
+
+def row_id(path: str, number: int, row: dict[str, Any], column: str) -> str:
+    """Row ``number``'s id in ``column``: a string, or a JSON integer.  A float, boolean or
+    null would become an id such as ``1.0``, ``True`` or ``None`` that the file never
+    says."""
+    if column not in row:
+        raise ValueError(f"{path}: row {number} has no {column!r}; every row needs its id.")
+    ident = row[column]
+    if isinstance(ident, bool) or not isinstance(ident, (str, int)):
+        raise ValueError(
+            f"{path}: row {number}: the id {_json_shown(ident)} in {column!r} is not a string "
+            "or an integer; write ids as JSON strings or whole numbers."
+        )
+    if isinstance(ident, str):
+        _check_utf8(path, number, column, ident)
+    return str(ident)
+
+
+def _json_shown(value: Any) -> str:
+    """``value`` as JSON writes it (``null``, ``true``), at most 40 characters."""
+    shown = json.dumps(value, ensure_ascii=False)
+    return shown if len(shown) <= 40 else shown[:37] + "..."
+
+
+def _check_utf8(path: str, number: int, column: str, text: str) -> None:
+    """Refuse a lone surrogate, which JSON escapes (``\\ud800``) can write but no text
+    holds: the tokenizer stops on it, and no output file could store it."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError as error:
+        raise ValueError(
+            f"{path}: row {number}: {column!r} is not UTF-8 text: it holds a lone surrogate "
+            f"({text[error.start]!r} at character {error.start}); fix or drop it."
+        ) from None
 
 
 def read_rows(path: str, fmt: str | None = None) -> list[dict]:
-    """The records of a CSV/TSV or JSONL file (optionally .gz; ``-`` reads standard input)."""
+    """The records of a CSV/TSV or JSONL file (optionally .gz; ``-`` reads standard input).
+
+    CSV and TSV cells are quoted as CSV quotes them (``file_formats.CSV_QUOTING_RULE``); a
+    row's missing trailing fields are absent from its record."""
     fmt = detect_format(path, fmt)
     if fmt not in ("csv", "tsv", "jsonl"):
         raise ValueError(f"{path}: a table is needed (.csv, .tsv or .jsonl), not {fmt}.")
@@ -118,17 +215,80 @@ def read_rows(path: str, fmt: str | None = None) -> list[dict]:
                 for number, line in enumerate(handle, 1)
                 if line.strip()
             ]
-        lift_csv_field_limit()
-        return list(csv.DictReader(handle, delimiter="," if fmt == "csv" else "\t"))
+        return _csv_records(path, handle, DELIMITERS[fmt])
+
+
+def _csv_records(path: str, handle: io.TextIOBase, delimiter: str) -> list[dict]:
+    """The rows after the header, read strictly: a lenient reader takes a stray quote for
+    the start of a quoted cell, drops it, or lets it swallow every row up to the next one,
+    and keeps the last of two columns that share a name."""
+    lift_csv_field_limit()
+    reader = csv.reader(handle, delimiter=delimiter, strict=True)
+    header: list[str] | None = None
+    records = []
+    while True:
+        line = reader.line_num + 1  # where the next row starts
+        try:
+            cells = next(reader)
+        except StopIteration:
+            return records
+        except csv.Error as error:
+            raise ValueError(
+                f"{path}: line {line}: {_csv_fault(error)}. {CSV_QUOTING_RULE}"
+            ) from None
+        if not cells:  # a blank line
+            continue
+        if header is None:
+            header = _checked_header(path, cells)
+        elif len(cells) > len(header):
+            raise ValueError(
+                f"{path}: line {line} has {len(cells)} fields, but the header names "
+                f"{len(header)} columns. Quote the cells that hold the delimiter "
+                f"({delimiter!r}), or use JSON Lines."
+            )
+        else:
+            records.append(dict(zip(header, cells, strict=False)))
+
+
+def _csv_fault(error: csv.Error) -> str:
+    message = str(error)
+    return next((fault for key, fault in CSV_FAULTS.items() if key in message), message)
+
+
+def _checked_header(path: str, names: list[str]) -> list[str]:
+    seen: set[str] = set()
+    for name in names:
+        if name in seen:
+            raise ValueError(
+                f"{path}: the header names {name!r} twice; give every column its own name."
+            )
+        seen.add(name)
+    return names
+
+
+class _DuplicateKey(ValueError):
+    """A JSON object that names a field twice (``json`` would keep the last silently)."""
+
+
+def _unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    record = dict(pairs)
+    if len(record) < len(pairs):
+        names = [name for name, _ in pairs]
+        raise _DuplicateKey(next(name for name in names if names.count(name) > 1))
+    return record
 
 
 def _json_record(path: str, number: int, line: str) -> dict:
     try:
-        record = json.loads(line)
+        record = json.loads(line, object_pairs_hook=_unique_keys)
     except json.JSONDecodeError as error:
         raise ValueError(
             f"{path}: line {number} is not JSON ({error.msg}, column {error.colno}); a JSONL "
             "file holds one JSON object per line."
+        ) from None
+    except _DuplicateKey as error:
+        raise ValueError(
+            f"{path}: line {number} names {error.args[0]!r} twice; give every field its own name."
         ) from None
     if not isinstance(record, dict):
         raise ValueError(f"{path}: line {number} is not a JSON object with named fields.")
