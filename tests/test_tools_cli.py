@@ -30,3 +30,22 @@ def test_a_reader_that_leaves_ends_the_command_quietly():
     done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True)
     assert done.returncode == 1
     assert done.stderr == ""
+
+
+def test_no_progress_also_hides_the_libraries_bars_and_puts_them_back(
+    tmp_path, tiny_bert_dir, capsys
+):
+    """transformers draws a "Loading weights" bar of its own, which the command's switch
+    did not reach; the libraries' switches are the process's, so a caller of ``main``
+    keeps its bars afterwards."""
+    from huggingface_hub.utils import are_progress_bars_disabled
+    from transformers.utils import logging as transformers_logging
+
+    data = tmp_path / "in.txt"
+    data.write_text("A cat sat.\n")
+    assert main(["score", "-m", tiny_bert_dir, str(data), "--no-progress"]) == 0
+    quiet = capsys.readouterr().err
+    assert "Loading weights" not in quiet and "scoring" not in quiet
+    assert transformers_logging.is_progress_bar_enabled() and not are_progress_bars_disabled()
+    assert main(["score", "-m", tiny_bert_dir, str(data)]) == 0
+    assert "Loading weights" in capsys.readouterr().err

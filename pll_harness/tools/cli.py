@@ -11,7 +11,8 @@ import argparse
 import os
 import signal
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 
 from pll_harness.arguments import DTYPE_NAMES
 from pll_harness.metrics import PLL_METRICS
@@ -507,8 +508,38 @@ def build_parser() -> argparse.ArgumentParser:
 
 def run(args: argparse.Namespace) -> int:
     _, handle = COMMANDS[args.command]
-    handle(args)
+    with _library_bars(shown=not getattr(args, "no_progress", False)):
+        handle(args)
     return 0
+
+
+@contextmanager
+def _library_bars(shown: bool) -> Iterator[None]:
+    """``--no-progress`` means no bar at all: also none of transformers' ("Loading
+    weights") and the Hub's, which the command's own switch does not reach.  Their
+    switches are the process's, so they are put back as they were (a caller of ``main``
+    in Python keeps its bars)."""
+    if shown:
+        yield
+        return
+    from huggingface_hub.utils import (
+        are_progress_bars_disabled,
+        disable_progress_bars,
+        enable_progress_bars,
+    )
+    from transformers.utils import logging as transformers_logging
+
+    transformers_on = transformers_logging.is_progress_bar_enabled()
+    hub_off = are_progress_bars_disabled()
+    transformers_logging.disable_progress_bar()
+    disable_progress_bars()
+    try:
+        yield
+    finally:
+        if transformers_on:
+            transformers_logging.enable_progress_bar()
+        if not hub_off:
+            enable_progress_bars()
 
 
 def main(argv: Sequence[str] | None = None) -> int:
