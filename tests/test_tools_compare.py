@@ -553,3 +553,22 @@ def test_leaderboard_of_two_runs_of_a_users_own_tasks(tmp_path: Path) -> None:
     diffs = build_leaderboard(load_runs([folder]), "score_diff")
     assert [c.task for c in diffs.columns] == ["my_agreement", "my_stereo"]
     assert diffs.matrix()[0] == [1.0, 1.0] and diffs.matrix()[1] == [0.0, 0.0]
+
+
+def test_a_paradigm_run_alone_and_an_older_layout_get_their_numbers(tmp_path):
+    """A BLiMP paradigm belongs to the BLiMP benchmark, whose columns are its overall score
+    and phenomena: run alone, with none of them, it was dropped without a word.  lm-eval
+    0.3 wrote metrics without a filter (``"acc": 0.58``), which read as no accuracy."""
+    folder = tmp_path / "results"
+    paradigm = "blimp_pll_anaphor_gender_agreement"
+    _result(folder, "alone", "pll-mlm", {"pretrained": "/m/a", "pll_metric": "word_l2r"},
+            {paradigm: 0.25})  # fmt: skip
+    old = _result(folder, "old", "hf", {"pretrained": "gpt2"}, {"arc_easy": 0.5}, date=2.0)
+    data = json.loads(old.read_text())
+    data["results"]["arc_easy"] = {"acc": 0.58, "acc_stderr": 0.01}
+    old.write_text(json.dumps(data))
+    board = build_leaderboard(load_runs([folder]))
+    column = {c.task: c for c in board.columns}
+    run = {r.model_type: r for r in board.runs}
+    assert board.value(run["pll-mlm"], column[paradigm]) == pytest.approx(0.25)
+    assert board.value(run["hf"], column["arc_easy"]) == pytest.approx(0.58)

@@ -200,11 +200,13 @@ def describe_run(data: dict[str, Any]) -> ModelRun:
 
 
 def _numbers(values: dict[str, Any]) -> dict[str, float]:
-    """lm-eval's ``"acc,none": 0.8`` entries as ``{"acc": 0.8}`` (the unfiltered ones)."""
+    """lm-eval's ``"acc,none": 0.8`` entries as ``{"acc": 0.8}`` (the unfiltered ones),
+    and lm-eval 0.3's ``"acc": 0.8``, written before metrics had filters."""
     numbers = {}
     for key, value in values.items():
-        metric, _, filter_name = key.partition(",")
-        if filter_name == "none" and isinstance(value, int | float) and not isinstance(value, bool):
+        metric, comma, filter_name = key.partition(",")
+        unfiltered = filter_name == "none" or not comma
+        if unfiltered and isinstance(value, int | float) and not isinstance(value, bool):
             numbers[metric] = float(value)
     return numbers
 
@@ -470,18 +472,27 @@ def _neutral(metric: str, *, preference: bool) -> float | None:
     return 0.5 if metric in SHARE_METRICS else 0.0 if metric == "score_diff" else None
 
 
+def _outside_benchmarks(task: str, run: ModelRun) -> bool:
+    """Whether no packaged benchmark's column shows ``task`` for ``run``: it is none of
+    their columns (nor a group reporting a column's number), and a benchmark that owns it
+    (a BLiMP paradigm, say) has no column in this run.  A paradigm run alone was otherwise
+    dropped without a word."""
+    for benchmark in BENCHMARKS:
+        shown = {t for t, _ in benchmark.columns} | set(benchmark.aliases)
+        if task in shown or (benchmark.owns(task) and shown & run.scores.keys()):
+            return False
+    return True
+
+
 def _plain_columns(runs: Sequence[ModelRun], metric: str) -> tuple[list[Column], list[str]]:
     """A column for every other task or group that was asked for (not a member of a group:
     ``--tasks mmlu`` is one column, not 57) and has the metric asked for (by default an
-    accuracy-like one); also the tasks left out for having none."""
+    accuracy-like one); also the tasks left out for having none.  A packaged benchmark's
+    task that is none of its columns (one BLiMP paradigm) is such a task too, unless its
+    run has the benchmark's columns, which stand for it."""
     members = {t for r in runs for t in r.members}
     tasks = sorted(
-        {
-            t
-            for r in runs
-            for t in r.scores
-            if t not in members and not any(b.owns(t) for b in BENCHMARKS)
-        }
+        {t for r in runs for t in r.scores if t not in members and _outside_benchmarks(t, r)}
     )
     columns, skipped = [], []
     for task in tasks:
