@@ -24,7 +24,7 @@ from pll_harness.tools.diagnose import (
     write_outputs,
 )
 from pll_harness.tools.models import MLMScorers
-from pll_harness.tools.sentences import eventsadapt_sentences
+from pll_harness.tools.sentences import Sentence, eventsadapt_sentences
 from pll_harness.tools.statistics import pearson
 
 PAIRS = 3  # EventsAdapt pairs: 6 sentences
@@ -97,6 +97,61 @@ def test_distinct_words_lower_case_the_first_word_as_the_word_scores_do():
     oov = _oov([[("The", 1), ("cat", 1), (".", 1)], [("the", 1), ("dog", 2), ("The", 1)]])
     assert (oov["words"], oov["types"]) == (5, 4)  # the, cat, dog, The (not sentence-initial)
     assert oov["type_ratio"] == pytest.approx(1 / 4)
+
+
+def test_the_first_word_after_punctuation_is_lower_cased():
+    from pll_harness.tools.diagnose import _running_words
+
+    words = [[('"', 1), ("The", 1), ("cat", 2), (",", 1), ('"', 1), ("The", 1)]]
+    assert _running_words(words) == [("the", 1), ("cat", 2), ("The", 1)]
+
+
+def _sentences(*texts: str) -> list[Sentence]:
+    return [Sentence(str(i), text) for i, text in enumerate(texts)]
+
+
+def test_unknown_words_are_the_words_as_written(tiny_bert_dir):
+    """Words the cased WordPiece vocabulary lacks become [UNK]: they are still themselves,
+    with their own frequency and word score, and count as one token (not split)."""
+    scorers = MLMScorers(tiny_bert_dir, ["original"], device="cpu")
+    assert scorers.tokenizer.tokenize("naïve café")[0] == scorers.tokenizer.unk_token
+    texts = ("The naïve girl drank café au lait.", "Zoë met Chloë in the café.")
+    diag = diagnose_sentences(_sentences(*texts), scorers)
+    words = {w["word"]: w for w in diag.words}
+    assert {"naïve", "café", "zoë"} <= set(words)
+    assert not any("unk" in word.lower() for word in words)
+    (expected,) = PLLScorer.from_pretrained(tiny_bert_dir, device="cpu").score_requests(
+        [(WORD_CONTEXT, "naïve")]
+    )
+    assert words["naïve"]["pll_original"] == pytest.approx(expected.logprob, abs=1e-4)
+    assert diag.oov["mlm"]["words"] == 13 and diag.oov["mlm"]["types"] == 11
+
+
+def test_sentencepiece_words_leave_their_punctuation_out(tiny_sentencepiece_dir):
+    """Metaspace pre-tokenizes at whitespace only ("nurse." is one of its words): the word
+    is "nurse", and it is split or not as "nurse" alone is."""
+    from transformers import AutoTokenizer
+
+    tokenizer = AutoTokenizer.from_pretrained(tiny_sentencepiece_dir)
+    texts = ("He is a nurse.", "The cat sat on the mat.")
+    scorers = MLMScorers(tiny_sentencepiece_dir, ["original"], device="cpu")
+    diag = diagnose_sentences(_sentences(*texts), scorers)
+    assert {"nurse", "mat"} <= {w["word"] for w in diag.words}
+    assert not any(w["word"].endswith(".") for w in diag.words)
+    words = [w for text in texts for w in text.rstrip(".").split()]
+    split = sum(len(tokenizer.tokenize(w)) > 1 for w in words)
+    assert diag.oov["mlm"]["words"] == len(words)
+    assert diag.oov["mlm"]["ratio"] == pytest.approx(split / len(words))
+
+
+def test_a_column_of_a_plain_text_file_is_refused_in_diagnose_terms(tmp_path, capsys):
+    data = tmp_path / "one.txt"
+    data.write_text("A cat sat on the mat.\n")
+    args = ["diagnose", "-m", "some-model", "--dataset", str(data), "--column", "x"]
+    assert main([*args, "-o", str(tmp_path / "diag")]) == 1
+    error = capsys.readouterr().err
+    assert "--column does not apply" in error and "--input-format" not in error
+    assert not (tmp_path / "diag").exists()
 
 
 def test_plots_have_one_panel_per_score_and_one_dot_per_item(diagnosis):
@@ -178,6 +233,15 @@ def test_diagnose_file_without_causal_and_cli(tiny_roberta_dir, tmp_path, capsys
     )
     assert "# PLL diagnosis" in capsys.readouterr().out
     assert len(list(csv.DictReader((out / "sentences.csv").open()))) == 4
+
+
+def test_a_sentence_with_no_token_is_named_in_diagnoses_own_words(tiny_bert_dir, tmp_path, capsys):
+    """diagnose scores through score_file, whose warning names the command run."""
+    data = tmp_path / "s.txt"
+    data.write_text("A cat sat on the mat.\n\u200b\nThe dog barked.\n")
+    diagnose(tiny_bert_dir, str(data), tmp_path / "d", metrics="original")
+    warned = capsys.readouterr().err
+    assert "pll-harness diagnose: warning: 1 sentences have no token to score" in warned
 
 
 @pytest.mark.parametrize("name", ["a-file", "a-file/diag"])

@@ -43,13 +43,14 @@ from pll_harness.tools.score import (
 )
 from pll_harness.tools.sentences import (
     Sentence,
+    detect_format,
     eventsadapt_sentences,
     first_items,
     read_sentences,
 )
 from pll_harness.tools.statistics import pearson
 from pll_harness.tools.tables import best_shown, fmt_number, markdown_table
-from pll_harness.tools.words import is_wordlike, words_of
+from pll_harness.tools.words import is_wordlike, sentence_words, token_offsets, words_of
 
 WORD_CONTEXT = "My word is "
 """The paper's neutral context for word scores (appendix B)."""
@@ -98,12 +99,12 @@ def _running_words(word_lists: Sequence[Sequence[tuple[str, int]]]) -> list[tupl
     """Every word of the sentences with its token count, punctuation left out, and a
     sentence-initial word lower-cased so that "The" and "the" are one distinct word: the
     words the word scores and the OOV ratios count (a lower-cased word keeps the pieces
-    the sentence has it in)."""
+    the sentence has it in).  The first word is the first with a letter or digit, so that
+    an opening quote does not keep "The" capitalised."""
     return [
         (word.lower() if position == 0 else word, n)
         for words in word_lists
-        for position, (word, n) in enumerate(words)
-        if is_wordlike(word)
+        for position, (word, n) in enumerate(w for w in words if is_wordlike(w[0]))
     ]
 
 
@@ -190,6 +191,7 @@ def _sentence_rows(
         progress=keeping.progress,
         scorers=scorers,
         causal_scorer=causal,
+        command="diagnose",
     )
     lift_csv_field_limit()
     with open(path, encoding="utf-8", newline="") as handle:
@@ -198,19 +200,57 @@ def _sentence_rows(
 
 
 def _word_lists(scorers: MLMScorers, texts: Sequence[str]) -> list[list[tuple[str, int]]]:
-    """Each text's words as PLL sees them (text, tokens), from one tokenizer call."""
+    """Each text's words as PLL sees them (text, tokens), from one tokenizer call for the
+    scorers' tokens and one for their character spans."""
     scorer = next(iter(scorers.scorers.values()))
     keys, jobs = scorer.distinct_jobs([("", text) for text in texts])
     encodings = jobs.encodings
+    stripped = [text.strip() for text in jobs.texts]  # as the scorers tokenize them
+    offsets = token_offsets(scorers.tokenizer, stripped)
     words = []
-    for start, stop in zip(encodings.offsets[:-1], encodings.offsets[1:], strict=True):
+    for index, text in enumerate(stripped):
+        start, stop = encodings.offsets[index], encodings.offsets[index + 1]
         scored = encodings.scored[start:stop]
-        ids = encodings.ids[start:stop][scored].tolist()
-        tokens = scorers.tokenizer.convert_ids_to_tokens(ids)
-        words.append(
-            words_of(scorers.tokenizer, tokens, encodings.word_ids[start:stop][scored].tolist())
+        spans = (
+            None
+            if offsets is None
+            else [s for s, k in zip(offsets[index], scored, strict=True) if k]
         )
+        ids = encodings.ids[start:stop][scored].tolist()
+        word_ids = encodings.word_ids[start:stop][scored].tolist()
+        words.append(_words(scorers.tokenizer, text, ids, word_ids, spans))
     return [words[key] for key in keys]
+
+
+def _causal_word_lists(causal: CausalScorer, texts: Sequence[str]) -> list[list[tuple[str, int]]]:
+    """Each text's words by the causal model's tokenizer, as :func:`_word_lists`."""
+    stripped = [text.strip() for text in texts]  # as CausalScorer.encode tokenizes them
+    offsets = token_offsets(causal.tokenizer, stripped)
+    return [
+        _words(
+            causal.tokenizer,
+            text,
+            causal.encode(text),
+            causal.word_ids(text),
+            None if offsets is None else offsets[index],
+        )
+        for index, text in enumerate(stripped)
+    ]
+
+
+def _words(
+    tokenizer: Any,
+    text: str,
+    ids: Sequence[int],
+    word_ids: Sequence[int],
+    offsets: Sequence[tuple[int, int]] | None,
+) -> list[tuple[str, int]]:
+    """The words of one text: read from the text where the tokens have character spans
+    (:func:`sentence_words`), else (a slow tokenizer, one word per token) rebuilt from the
+    tokens."""
+    if offsets is None:
+        return words_of(tokenizer, tokenizer.convert_ids_to_tokens(list(ids)), word_ids)
+    return sentence_words(text, offsets, word_ids)
 
 
 def _score_words(
@@ -336,11 +376,7 @@ def diagnose_sentences(
             table.close()
     diag.oov["mlm"] = _oov(word_lists)
     if causal is not None:
-        causal_words = []
-        for text in texts:
-            tokens = causal.tokenizer.convert_ids_to_tokens(causal.encode(text))
-            causal_words.append(words_of(causal.tokenizer, tokens, causal.word_ids(text)))
-        diag.oov[CAUSAL] = _oov(causal_words)
+        diag.oov[CAUSAL] = _oov(_causal_word_lists(causal, texts))
 
     for name in diag.series:
         column, lengths = diag.score_column(name), diag.length_column(name)
@@ -564,6 +600,18 @@ def _check_output_dir(output_dir: str | Path) -> None:
         ) from None
 
 
+def _check_column(dataset: str, column: str | None) -> None:
+    """Refuse ``--column`` for a file read as plain text in diagnose's own words:
+    :func:`read_sentences` would point to ``--input-format``, which ``score`` has and
+    diagnose has not (it reads a table by its file name alone)."""
+    if column is not None and detect_format(dataset) == "txt":
+        raise ValueError(
+            f"{dataset} is read as plain text, one sentence per line (its name does not end "
+            "in .csv, .tsv or .jsonl), so --column does not apply. Give the file one of "
+            "those names to read it as a table."
+        )
+
+
 def diagnose(
     model: str,
     dataset: str = "eventsadapt",
@@ -587,6 +635,7 @@ def diagnose(
     if dataset == "eventsadapt":
         sentences = eventsadapt_sentences(limit)
     else:
+        _check_column(dataset, column)
         sentences = first_items(read_sentences(dataset, column=column), limit)
     if not sentences:
         raise ValueError(f"No sentences in {dataset}.")

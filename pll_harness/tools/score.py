@@ -234,6 +234,7 @@ def score_file(
     max_length: int | None = None,
     scorers: MLMScorers | None = None,
     causal_scorer: CausalScorer | None = None,
+    command: str = "score",
 ) -> int:
     """Score ``sentences`` and write them to ``output`` (stdout when None); return how many
     sentences this call scored (those already in ``output`` are skipped, unless
@@ -327,7 +328,7 @@ def score_file(
             finally:
                 if bar is not None:
                     bar.close()
-                _warn_unscored(unscored)
+                _warn_unscored(unscored, command)
             return len(todo)
         finally:
             writer.close()
@@ -341,15 +342,16 @@ def _same_file(a: str | Path, b: str | Path) -> bool:
     return Path(a).resolve() == Path(b).resolve()
 
 
-def _warn_unscored(ids: Sequence[str], shown: int = 10) -> None:
+def _warn_unscored(ids: Sequence[str], command: str, shown: int = 10) -> None:
     """Name the sentences with no token to score (only characters the tokenizer drops,
     such as a zero-width space or a byte-order mark): each gets PLL 0.0, probability 1,
-    which beats every real sentence it is compared with."""
+    which beats every real sentence it is compared with.  ``command`` is the one the user
+    ran (``diagnose`` scores its sentences through :func:`score_file` too)."""
     if not ids:
         return
     listed = ", ".join(ids[:shown]) + (f" and {len(ids) - shown} more" if len(ids) > shown else "")
     print(
-        f"pll-harness score: warning: {len(ids)} sentences have no token to score (ids "
+        f"pll-harness {command}: warning: {len(ids)} sentences have no token to score (ids "
         f"{listed}): the tokenizer drops all their characters, so each has PLL 0.0 "
         "(n_tokens 0); drop them before comparing scores.",
         file=sys.stderr,
