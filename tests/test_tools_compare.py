@@ -397,6 +397,14 @@ def test_no_result_files_or_a_foreign_json_is_an_error(tmp_path):
     foreign.write_text('{"samples": []}')
     with pytest.raises(ValueError, match=re.escape(f"{foreign} is not an lm-eval result file")):
         load_runs([tmp_path])
+    # hand-edited files: a list of results (a traceback), a date in words (an error that
+    # named no file)
+    foreign.write_text('{"results": [{"acc,none": 0.5}]}')
+    with pytest.raises(ValueError, match=re.escape(f"{foreign} is not an lm-eval result file")):
+        load_runs([tmp_path])
+    foreign.write_text('{"results": {"t": {"acc,none": 0.5}}, "date": "2024-01-01"}')
+    with pytest.raises(ValueError, match=re.escape(f"{foreign}: its 'date' is '2024-01-01'")):
+        load_runs([tmp_path])
 
 
 # ------------------------------------------------------------- real lm-eval result files

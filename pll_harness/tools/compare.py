@@ -223,6 +223,17 @@ def _read_result_file(path: Path) -> dict[str, Any]:
         ) from error
     if not isinstance(data, dict) or "results" not in data:
         raise ValueError(f"{path} is not an lm-eval result file (no 'results' key).")
+    results, date = data["results"], data.get("date") or 0.0
+    if not isinstance(results, dict) or not all(isinstance(v, dict) for v in results.values()):
+        raise ValueError(
+            f"{path} is not an lm-eval result file: its 'results' is not a mapping of each "
+            "task to its metrics."
+        )
+    if isinstance(date, bool) or not isinstance(date, int | float):
+        raise ValueError(
+            f"{path}: its 'date' is {date!r}, where lm-eval writes the run's time in seconds "
+            "since 1970 (which orders the files)."
+        )
     return data
 
 
