@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import inspect
 import logging
-from functools import partial
+from functools import cached_property, partial
 from pathlib import Path
 from typing import Any
 
@@ -308,7 +308,7 @@ class PLLMaskedLM(LM):
                 "--use_cache the requests answered from the cache never reach the model, so "
                 "the log would miss them. Drop --use_cache or token_log."
             )
-        ours = self._scoring_settings()
+        ours = self._scoring_settings
         theirs = database.get(CACHE_SETTINGS_KEY)
         if theirs == ours or (theirs is None and len(database) == 0):
             return
@@ -330,23 +330,30 @@ class PLLMaskedLM(LM):
         database empty (see :meth:`set_cache_hook`)."""
         database = self.cache_hook.dbdict
         if CACHE_SETTINGS_KEY not in database:
-            database[CACHE_SETTINGS_KEY] = self._scoring_settings()
+            database[CACHE_SETTINGS_KEY] = self._scoring_settings
 
+    @cached_property
     def _scoring_settings(self) -> dict[str, Any]:
         """What a cached answer depends on beyond its request (batch sizes change float
         rounding only).  A local folder's files count by content (:func:`folder_fingerprint`),
         its path alone being the same for a model saved again into it; no revision means
-        ``main``, the only one a folder takes and a hub model's default."""
+        ``main``, the only one a folder takes and a hub model's default.  Taken once, for the
+        model as loaded: the check at start and the record with the first answers agree,
+        and the files are read once."""
         info = self.get_model_info()
         checkpoint = self._checkpoint or info["model_checkpoint"]
+        folder = getattr(self.scorer.model, "name_or_path", None)
         tokenizer = self.scorer.tokenizer.name_or_path
+        model_files = folder_fingerprint(folder)
         return {
             "model_checkpoint": model_identity(checkpoint),
             "model_revision": info["model_revision"] or "main",
             "model_sha": info["model_sha"],
-            "model_files": folder_fingerprint(getattr(self.scorer.model, "name_or_path", None)),
+            "model_files": model_files,
             "tokenizer": model_identity(tokenizer),
-            "tokenizer_files": folder_fingerprint(tokenizer),
+            "tokenizer_files": model_files
+            if tokenizer == folder
+            else folder_fingerprint(tokenizer),
             "model_dtype": info["model_dtype"],
             "pll_metric": info["pll_metric"],
             "pll_max_length": info["pll_max_length"],
