@@ -258,23 +258,33 @@ def encode_requests(
     return dataclasses.replace(encoded, word_ids=word_ids)
 
 
-def _refuse_unreadable(texts: Sequence[str]) -> None:
-    """Name the text that made the Rust tokenizer fail, if it holds a lone surrogate.
+def lone_surrogate(text: str) -> int | None:
+    """Where ``text`` holds a lone surrogate, or None.
 
     Such a string (from JSON's ``"\\ud800"`` or bytes decoded with ``surrogateescape``) is
-    a Python ``str`` but no Unicode text, and the tokenizer refuses the whole call with a
-    ``TypeError`` about its argument's type that names neither the text nor the cause.
-    Looked for only once that has happened, so that well-formed runs pay nothing."""
+    a Python ``str`` but no Unicode text: the Rust tokenizer cannot read it, and no UTF-8
+    file can store it."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError as error:
+        return error.start
+    return None
+
+
+def _refuse_unreadable(texts: Sequence[str]) -> None:
+    """Name the text that made the Rust tokenizer fail, if it holds a lone surrogate: the
+    tokenizer refuses the whole call with a ``TypeError`` about its argument's type that
+    names neither the text nor the cause.  Looked for only once that has happened, so that
+    well-formed runs pay nothing."""
     for text in texts:
-        try:
-            text.encode("utf-8")
-        except UnicodeEncodeError as error:
+        at = lone_surrogate(text)
+        if at is not None:
             raise ValueError(
-                f"The text {text[:60]!r} holds a lone surrogate "
-                f"({text[error.start]!r} at character {error.start}), which is no Unicode "
-                "text and which the tokenizer cannot read: fix or drop it (it comes from "
-                "JSON escapes such as \\ud800 or from bytes decoded with 'surrogateescape')."
-            ) from None
+                f"The text {text[:60]!r} holds a lone surrogate ({text[at]!r} at character "
+                f"{at}), which is no Unicode text and which the tokenizer cannot read: fix or "
+                "drop it (it comes from JSON escapes such as \\ud800 or from bytes decoded "
+                "with 'surrogateescape')."
+            )
 
 
 def whitespace_inside_words(tokenizer: Any) -> str:

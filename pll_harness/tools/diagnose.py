@@ -43,7 +43,6 @@ from pll_harness.tools.score import (
 )
 from pll_harness.tools.sentences import (
     Sentence,
-    detect_format,
     eventsadapt_sentences,
     first_items,
     read_sentences,
@@ -600,18 +599,6 @@ def _check_output_dir(output_dir: str | Path) -> None:
         ) from None
 
 
-def _check_column(dataset: str, column: str | None) -> None:
-    """Refuse ``--column`` for a file read as plain text in diagnose's own words:
-    :func:`read_sentences` would point to ``--input-format``, which ``score`` has and
-    diagnose has not (it reads a table by its file name alone)."""
-    if column is not None and detect_format(dataset) == "txt":
-        raise ValueError(
-            f"{dataset} is read as plain text, one sentence per line (its name does not end "
-            "in .csv, .tsv or .jsonl), so --column does not apply. Give the file one of "
-            "those names to read it as a table."
-        )
-
-
 def diagnose(
     model: str,
     dataset: str = "eventsadapt",
@@ -635,8 +622,8 @@ def diagnose(
     if dataset == "eventsadapt":
         sentences = eventsadapt_sentences(limit)
     else:
-        _check_column(dataset, column)
-        sentences = first_items(read_sentences(dataset, column=column), limit)
+        as_table = "Give the file one of those names to read it as a table."
+        sentences = first_items(read_sentences(dataset, column=column, as_table=as_table), limit)
     if not sentences:
         raise ValueError(f"No sentences in {dataset}.")
     _check_output_dir(output_dir)

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from pathlib import PurePath
 from typing import Any, TypeVar
 
+from pll_harness.encoding import lone_surrogate
 from pll_harness.file_formats import (
     COMPRESSION_SUFFIXES,
     CSV_QUOTING_RULE,
@@ -114,22 +115,26 @@ def read_sentences(
     column: str | None = None,
     id_column: str | None = None,
     fmt: str | None = None,
+    as_table: str = "Pass --input-format csv, tsv or jsonl to read it as a table.",
 ) -> list[Sentence]:
     """Sentences from a text file (one per line; blank lines skipped), a CSV/TSV file or a
     JSONL file (``column`` names the text field; by default ``sentence`` or ``text``, or the
     only column).  ``-`` reads standard input.  Ids are ``id_column``'s values (strings or
     JSON integers), else the sentence's 0-based position among the sentences read.
+    ``as_table`` tells, in the calling command's options, how to have a text file read as a
+    table, when a column was named for one.
 
     Texts must be strings that UTF-8 can hold: JSON can also write numbers, lists and lone
     surrogates (``"\\ud800"``), which would be scored as their Python spelling or stop the
     tokenizer with a traceback."""
     fmt = detect_format(path, fmt)
     if fmt == "txt":
-        if column is not None or id_column is not None:
+        named = [f"--{o}" for o, v in (("column", column), ("id-column", id_column)) if v]
+        if named:
             raise ValueError(
                 f"{path} is read as plain text, one sentence per line (its name does not end "
-                "in .csv, .tsv or .jsonl), so --column and --id-column do not apply. Pass "
-                "--input-format csv, tsv or jsonl to read it as a table."
+                f"in .csv, .tsv or .jsonl), so {' and '.join(named)} "
+                f"{'does' if len(named) == 1 else 'do'} not apply. {as_table}"
             )
         with _reading(path) as handle:
             texts = [line.strip() for line in handle]
@@ -189,15 +194,14 @@ def _json_shown(value: Any) -> str:
 
 
 def _check_utf8(path: str, number: int, column: str, text: str) -> None:
-    """Refuse a lone surrogate, which JSON escapes (``\\ud800``) can write but no text
-    holds: the tokenizer stops on it, and no output file could store it."""
-    try:
-        text.encode("utf-8")
-    except UnicodeEncodeError as error:
+    """Refuse a lone surrogate (:func:`~pll_harness.encoding.lone_surrogate`) as the file's
+    row, before any output file is made: the scorer would name the text only."""
+    at = lone_surrogate(text)
+    if at is not None:
         raise ValueError(
             f"{path}: row {number}: {column!r} is not UTF-8 text: it holds a lone surrogate "
-            f"({text[error.start]!r} at character {error.start}); fix or drop it."
-        ) from None
+            f"({text[at]!r} at character {at}); fix or drop it."
+        )
 
 
 def read_rows(path: str, fmt: str | None = None) -> list[dict]:
