@@ -580,3 +580,32 @@ def test_a_paradigm_run_alone_and_an_older_layout_get_their_numbers(tmp_path):
     run = {r.model_type: r for r in board.runs}
     assert board.value(run["pll-mlm"], column[paradigm]) == pytest.approx(0.25)
     assert board.value(run["hf"], column["arc_easy"]) == pytest.approx(0.58)
+
+
+def test_a_score_written_as_nan_is_shown_as_nan_not_as_not_run(tmp_path):
+    """lm-eval writes NaN for a metric it could not compute; shown as "–" it read as a task
+    the model was never run on."""
+    folder = tmp_path / "results"
+    args = {"pretrained": "/m/a", "pll_metric": "word_l2r"}
+    _result(folder, "a", "pll-mlm", args, {"blimp_pll": math.nan, "blimp_pll_ellipsis": 0.5})
+    _result(folder, "b", "hf", {"pretrained": "gpt2"}, {"blimp_pll": 0.7}, date=2.0)
+    board = build_leaderboard(load_runs([folder]))
+    column = {c.task: c for c in board.columns}
+    run = {r.model_type: r for r in board.runs}
+    overall, ellipsis = column["blimp_pll"], column["blimp_pll_ellipsis"]
+    shown = {
+        (kind, task): board.display(run[kind], c, board.value(run[kind], c))
+        for kind in run
+        for task, c in (("overall", overall), ("ellipsis", ellipsis))
+    }
+    assert shown == {
+        ("pll-mlm", "overall"): "nan",
+        ("pll-mlm", "ellipsis"): "50.0",
+        ("hf", "overall"): "70.0",
+        ("hf", "ellipsis"): "–",
+    }
+    assert "| nan |" in board.to_markdown()
+    board.write_csv(tmp_path / "board.csv")
+    with open(tmp_path / "board.csv", encoding="utf-8", newline="") as handle:
+        table = {row["model_type"]: row for row in csv.DictReader(handle)}
+    assert table["pll-mlm"]["blimp_pll"] == "nan" and table["hf"]["blimp_pll_ellipsis"] == ""

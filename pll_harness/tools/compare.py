@@ -356,6 +356,11 @@ class Leaderboard:
     def value(self, run: ModelRun, column: Column) -> float:
         return run.scores.get(column.task, {}).get(column.metric, math.nan)
 
+    def has_score(self, run: ModelRun, column: Column) -> bool:
+        """Whether the run wrote this score, NaN included: lm-eval writes NaN for a metric
+        it could not compute, which is not a task left out."""
+        return column.metric in run.scores.get(column.task, {})
+
     def matrix(self) -> list[list[float]]:
         return [[self.value(r, c) for c in self.columns] for r in self.runs]
 
@@ -363,7 +368,10 @@ class Leaderboard:
     def _scale_and_digits(column: Column) -> tuple[float, int]:
         return (100.0, 1) if column.share else (1.0, 2)
 
-    def display(self, column: Column, value: float) -> str:
+    def display(self, run: ModelRun, column: Column, value: float) -> str:
+        """The cell as shown: "–" where the run has no such score, "nan" where it wrote NaN."""
+        if math.isnan(value) and self.has_score(run, column):
+            return "nan"
         scale, digits = self._scale_and_digits(column)
         return fmt_number(scale * value, digits)
 
@@ -379,7 +387,7 @@ class Leaderboard:
         rows = []
         for r, (run, values) in enumerate(zip(self.runs, matrix, strict=True)):
             cells = [
-                f"**{self.display(c, v)}**" if bold[i][r] else self.display(c, v)
+                f"**{self.display(run, c, v)}**" if bold[i][r] else self.display(run, c, v)
                 for i, (c, v) in enumerate(zip(self.columns, values, strict=True))
             ]
             rows.append([run.label, *cells])
@@ -414,12 +422,15 @@ class Leaderboard:
                         run.pll_metric or "",
                         run.limit or "",
                         ",".join(f"{k}={v}" for k, v in sorted(run.settings.items())),
-                        *("" if math.isnan(v) else repr(v) for v in values),
+                        *(
+                            repr(v) if self.has_score(run, c) else ""
+                            for c, v in zip(self.columns, values, strict=True)
+                        ),
                     ]
                 )
 
     def heatmap(self) -> Any:
-        """Models × columns heat map; ``ax.images[0]`` holds the matrix (NaN = not run;
+        """Models × columns heat map; ``ax.images[0]`` holds the matrix (NaN = not run or NaN;
         shares in %) and each cell that has a value carries its number as text."""
         import numpy as np
 
