@@ -269,6 +269,15 @@ def test_malformed_quoting_is_refused_naming_the_file_and_line(
     assert '"""Hi,"" she said.' in message and "JSON Lines" in message
 
 
+def test_a_cell_longer_than_the_csv_modules_default_limit_is_read(tmp_path: Path) -> None:
+    """The quoting check read with the csv module's 128 KiB field limit, and refused such a
+    cell as malformed CSV, though pandas reads it."""
+    long = "A " + "very " * 30_000 + "long sentence."
+    path = _write_csv(tmp_path / "p.csv", f"g,b\n{long},B.\n")
+    loaded = mp.load_minimal_pairs(str(path), good="g", bad="b")[mp.SPLIT]
+    assert loaded[0] == {"sentence_good": long, "sentence_bad": "B."}
+
+
 def test_a_reader_error_is_not_hidden_by_the_check_for_records(tmp_path: Path) -> None:
     """A file the reader cannot read (not UTF-8) keeps the reader's error, not one from the
     check for an empty file that runs after it."""

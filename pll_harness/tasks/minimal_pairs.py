@@ -16,7 +16,6 @@ the same four steps, named from the YAML templates in ``templates/``:
 from __future__ import annotations
 
 import codecs
-import csv
 import difflib
 import glob
 import hashlib
@@ -34,7 +33,13 @@ import pyarrow
 import pyarrow.json
 import pyarrow.parquet
 
-from pll_harness.file_formats import CSV_QUOTING_RULE, DELIMITERS, format_from_name
+from pll_harness.file_formats import (
+    CSV_QUOTING_RULE,
+    DELIMITERS,
+    MalformedCSV,
+    format_from_name,
+    strict_csv_rows,
+)
 
 SPLIT = "test"
 """The one split our loaders build; the templates set ``test_split`` to it."""
@@ -288,34 +293,20 @@ def _check_csv_quoting(path: Path, delimiter: str) -> None:
     every well-formed file as pandas does, so one pass of it over the file finds them.  A
     file it cannot decode is left to the builder, whose error names the cause."""
     try:
-        malformed = _first_malformed_row(path, delimiter)
+        # Decompressed as the builder decompresses it (``.gz`` and the like, told by the
+        # name), and a leading byte-order mark dropped, as pandas drops it.
+        with fsspec.open(
+            str(path), "rt", compression="infer", encoding="utf-8-sig", newline=""
+        ) as handle:
+            for _row in strict_csv_rows(handle, delimiter):
+                pass
+    except MalformedCSV as error:
+        raise ValueError(
+            f"{path}: the row that starts on line {error.line} is not well-formed CSV "
+            f"({error.fault}). {CSV_QUOTING_RULE}"
+        ) from None
     except (OSError, ValueError):  # UnicodeDecodeError included: the builder says why
         return
-    if malformed is not None:
-        line, error = malformed
-        reason = str(error).replace("\t", "\\t")
-        raise ValueError(
-            f"{path}: the row that starts on line {line} is not well-formed CSV ({reason}). "
-            f"{CSV_QUOTING_RULE}"
-        )
-
-
-def _first_malformed_row(path: Path, delimiter: str) -> tuple[int, csv.Error] | None:
-    """The line on which the first row that strict CSV refuses starts, and the refusal.
-
-    The file is decompressed as the builder decompresses it (``.gz`` and the like, told by
-    its name), and a leading byte-order mark dropped, as pandas drops it."""
-    with fsspec.open(
-        str(path), "rt", compression="infer", encoding="utf-8-sig", newline=""
-    ) as handle:
-        reader = csv.reader(handle, delimiter=delimiter, strict=True)
-        start = 1
-        try:
-            for _ in reader:
-                start = reader.line_num + 1
-        except csv.Error as error:
-            return start, error
-    return None
 
 
 SINGLE_STREAMS = (None, "gzip")

@@ -26,6 +26,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from pll_harness.file_formats import lift_csv_field_limit
 from pll_harness.loading import model_identity
 from pll_harness.tools.causal import CausalScorer
 from pll_harness.tools.interrupts import InterruptGuard
@@ -34,7 +35,7 @@ from pll_harness.tools.models import MLMScorers, short_model_name
 from pll_harness.tools.plotting import pyplot, save_figure
 from pll_harness.tools.progress import scoring_bar
 from pll_harness.tools.records import pll_column, score_columns, score_fields, scoring_models
-from pll_harness.tools.resumable import RecordFile, check_creatable, lift_csv_field_limit
+from pll_harness.tools.resumable import RecordFile, check_creatable
 from pll_harness.tools.score import (
     default_chunk_size,
     score_file,

@@ -22,24 +22,21 @@ import errno
 import io
 import json
 import os
-import sys
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path, PurePath
 from typing import Any, BinaryIO
 
-from pll_harness.file_formats import COMPRESSION_SUFFIXES, format_from_name
+from pll_harness.file_formats import (
+    COMPRESSION_SUFFIXES,
+    format_from_name,
+    lift_csv_field_limit,
+)
 from pll_harness.file_lock import lock
 
 ENCODING = "utf-8"
 ERRORS = "surrogateescape"
 """Undecodable bytes (a UTF-8 sequence cut in two) survive decoding and re-encoding, so
 character offsets map back to byte offsets exactly."""
-
-
-def lift_csv_field_limit() -> None:
-    """Let the csv module read fields of any length: its default limit (128 KiB) would stop
-    a long text in an input, and in an output make resuming take the row for damage."""
-    csv.field_size_limit(min(sys.maxsize, 2**31 - 1))  # the C long of every platform
 
 
 OUTPUT_FORMATS = ("csv", "jsonl")

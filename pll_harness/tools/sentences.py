@@ -3,7 +3,6 @@ the packaged EventsAdapt pairs."""
 
 from __future__ import annotations
 
-import csv
 import gzip
 import io
 import json
@@ -19,10 +18,11 @@ from pll_harness.file_formats import (
     COMPRESSION_SUFFIXES,
     CSV_QUOTING_RULE,
     DELIMITERS,
+    MalformedCSV,
     format_from_name,
+    strict_csv_rows,
 )
 from pll_harness.scorer import check_sizes
-from pll_harness.tools.resumable import lift_csv_field_limit
 
 T = TypeVar("T")
 
@@ -41,12 +41,6 @@ BINARY_SUFFIXES = frozenset(
 )
 """Names of files that are not text: read line by line they would fail as "not UTF-8
 text", which sends the user to re-encode a file that needs converting."""
-
-CSV_FAULTS = {
-    "unexpected end of data": "a quoted cell is never closed",
-    "expected after": "text follows the closing quote of a quoted cell",
-}
-"""The csv module's errors for malformed quoting (strict mode), in words."""
 
 
 @dataclass(frozen=True)
@@ -226,37 +220,25 @@ def _csv_records(path: str, handle: io.TextIOBase, delimiter: str) -> list[dict]
     """The rows after the header, read strictly: a lenient reader takes a stray quote for
     the start of a quoted cell, drops it, or lets it swallow every row up to the next one,
     and keeps the last of two columns that share a name."""
-    lift_csv_field_limit()
-    reader = csv.reader(handle, delimiter=delimiter, strict=True)
     header: list[str] | None = None
     records = []
-    while True:
-        line = reader.line_num + 1  # where the next row starts
-        try:
-            cells = next(reader)
-        except StopIteration:
-            return records
-        except csv.Error as error:
-            raise ValueError(
-                f"{path}: line {line}: {_csv_fault(error)}. {CSV_QUOTING_RULE}"
-            ) from None
-        if not cells:  # a blank line
-            continue
-        if header is None:
-            header = _checked_header(path, cells)
-        elif len(cells) > len(header):
-            raise ValueError(
-                f"{path}: line {line} has {len(cells)} fields, but the header names "
-                f"{len(header)} columns. Quote the cells that hold the delimiter "
-                f"({delimiter!r}), or use JSON Lines."
-            )
-        else:
-            records.append(dict(zip(header, cells, strict=False)))
-
-
-def _csv_fault(error: csv.Error) -> str:
-    message = str(error)
-    return next((fault for key, fault in CSV_FAULTS.items() if key in message), message)
+    try:
+        for line, cells in strict_csv_rows(handle, delimiter):
+            if not cells:  # a blank line
+                continue
+            if header is None:
+                header = _checked_header(path, cells)
+            elif len(cells) > len(header):
+                raise ValueError(
+                    f"{path}: line {line} has {len(cells)} fields, but the header names "
+                    f"{len(header)} columns. Quote the cells that hold the delimiter "
+                    f"({delimiter!r}), or use JSON Lines."
+                )
+            else:
+                records.append(dict(zip(header, cells, strict=False)))
+    except MalformedCSV as error:
+        raise ValueError(f"{path}: {error}. {CSV_QUOTING_RULE}") from None
+    return records
 
 
 def _checked_header(path: str, names: list[str]) -> list[str]:
