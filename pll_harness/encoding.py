@@ -304,6 +304,8 @@ def whitespace_inside_words(tokenizer: Any) -> str:
     if not getattr(tokenizer, "is_fast", False):
         return ""
     gaps = [gap for gap in GAPS if _kept(tokenizer, gap)]
+    if not gaps:
+        return ""
     probes = [gap.join(PROBE_WORDS) for gap in gaps]
     encodings = tokenizer(probes, add_special_tokens=False, verbose=False).encodings
     spans, lengths = _flat_spans([e.offsets for e in encodings])
@@ -321,10 +323,14 @@ def whitespace_inside_words(tokenizer: Any) -> str:
     return "".join(sorted({ch for i in np.unique(text_of[merged]) for ch in gaps[i]}))
 
 
-def _kept(tokenizer: Any, text: str) -> bool:
-    """Whether anything of ``text`` is left after the tokenizer's normalizer."""
+def _kept(tokenizer: Any, gap: str) -> bool:
+    """Whether the tokenizer's normalizer leaves anything of ``gap`` between two words.
+    Probed between words, not alone: DeBERTa-v2's normalizer strips trailing whitespace,
+    which would delete a gap on its own, though it keeps one inside a text."""
     normalizer = getattr(getattr(tokenizer, "backend_tokenizer", None), "normalizer", None)
-    return normalizer is None or bool(normalizer.normalize_str(text))
+    if normalizer is None:
+        return True
+    return len(normalizer.normalize_str(f"a{gap}a")) > len(normalizer.normalize_str("aa"))
 
 
 def _holding_any(texts: Sequence[str], characters: str) -> np.ndarray:

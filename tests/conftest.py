@@ -84,6 +84,27 @@ def tiny_sentencepiece_dir() -> str:
     return str(TINY_MODELS_DIR / "tiny-xlmr-unigram")
 
 
+@pytest.fixture
+def tiny_deberta_v2_tokenizer(tiny_sentencepiece_dir: str) -> Any:
+    """The tiny XLM-R's pieces, ids and special tokens in transformers' own DeBERTa-v2
+    tokenizer class, whose pipeline differs from XLM-R's: its normalizer collapses runs of
+    whitespace and strips the text's end, and its pre-tokenizer splits at " " only."""
+    import transformers
+
+    xlmr = transformers.AutoTokenizer.from_pretrained(tiny_sentencepiece_dir)
+    unigram = json.loads(xlmr.backend_tokenizer.to_str())["model"]
+    specials = {"bos_token": "<s>", "eos_token": "</s>", "cls_token": "<s>", "sep_token": "</s>"}
+    return transformers.DebertaV2Tokenizer(
+        vocab=[tuple(piece) for piece in unigram["vocab"]],
+        unk_id=unigram["unk_id"],
+        **specials,
+        pad_token="<pad>",
+        unk_token="<unk>",
+        mask_token="<mask>",
+        model_max_length=xlmr.model_max_length,
+    )
+
+
 @pytest.fixture(scope="session")
 def tiny_model_dirs() -> list[str]:
     """Both committed tiny model paths (WordPiece first, byte-level BPE second)."""
