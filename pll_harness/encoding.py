@@ -14,7 +14,7 @@ from __future__ import annotations
 import dataclasses
 import itertools
 import os
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
@@ -233,7 +233,7 @@ def encode_requests(
     try:
         encodings = _rust_encodings(tokenizer, texts) if texts else []
     except TypeError:
-        _refuse_unreadable(texts)
+        refuse_unreadable(texts)
         raise
     ids = [e.ids if text else [] for e, text in zip(encodings, texts, strict=True)]
     words = [e.word_ids if text else [] for e, text in zip(encodings, texts, strict=True)]
@@ -271,11 +271,11 @@ def lone_surrogate(text: str) -> int | None:
     return None
 
 
-def _refuse_unreadable(texts: Sequence[str]) -> None:
-    """Name the text that made the Rust tokenizer fail, if it holds a lone surrogate: the
-    tokenizer refuses the whole call with a ``TypeError`` about its argument's type that
-    names neither the text nor the cause.  Looked for only once that has happened, so that
-    well-formed runs pay nothing."""
+def refuse_unreadable(texts: Iterable[str]) -> None:
+    """Name the text that made the Rust tokenizer (or an encoding to UTF-8) fail, if it
+    holds a lone surrogate: the tokenizer refuses the whole call with a ``TypeError`` about
+    its argument's type that names neither the text nor the cause.  Looked for only once
+    that has happened, so that well-formed runs pay nothing."""
     for text in texts:
         at = lone_surrogate(text)
         if at is not None:

@@ -24,6 +24,8 @@ from typing import Any, TypeVar
 
 import numpy as np
 
+from pll_harness.encoding import refuse_unreadable
+
 T = TypeVar("T")
 
 PART_SHARES = (1, 2, 4, 8, 17)
@@ -44,17 +46,21 @@ def request_digests(requests: Sequence[tuple[str, str]]) -> np.ndarray:
     Python version, as ``hash()`` of a string is not.  It sets a request's part
     (:func:`request_parts`), and processes that each hold some requests count the distinct
     ones of all by it (two requests share one with probability 2**-64)."""
-    return np.fromiter(
-        (
-            int.from_bytes(
-                hashlib.blake2b(f"{context}\0{continuation}".encode(), digest_size=8).digest(),
-                "little",
-            )
-            for context, continuation in requests
-        ),
-        dtype=np.uint64,
-        count=len(requests),
-    )
+    try:
+        return np.fromiter(
+            (
+                int.from_bytes(
+                    hashlib.blake2b(f"{context}\0{continuation}".encode(), digest_size=8).digest(),
+                    "little",
+                )
+                for context, continuation in requests
+            ),
+            dtype=np.uint64,
+            count=len(requests),
+        )
+    except UnicodeEncodeError:
+        refuse_unreadable(text for request in requests for text in request)
+        raise
 
 
 def request_parts(requests: Sequence[tuple[str, str]]) -> np.ndarray:

@@ -42,6 +42,13 @@ from pll_harness.runner import InFlight, PendingScores, PLLRunner, TargetScores
 
 logger = logging.getLogger(f"lm_eval.{__name__}")
 
+VOCABULARY_MISMATCH = (
+    "The tokenizer is not the model's own, or tokens were added to it without growing the "
+    "model's embeddings: load the tokenizer saved with the model, or call "
+    "model.resize_token_embeddings(len(tokenizer)) (and train the new rows)."
+)
+"""What to do when the tokenizer gives ids that the model has no embedding for."""
+
 BOUNDARY_TOKENS = ("cls", "sep", "pad", "bos", "eos")
 """Special tokens that a text can spell out but that are never scored, as minicons leaves
 its ``cls``, ``sep`` and ``pad`` ids out of the targets (``bos``/``eos`` are the same ids
@@ -258,6 +265,20 @@ class PLLScorer:
                 "(BERT, RoBERTa, DeBERTa, ELECTRA generator, ModernBERT, ...); for causal LMs "
                 "use lm-eval's `hf` model."
             )
+        if getattr(getattr(model, "config", None), "is_decoder", False):
+            raise ValueError(
+                f"This {type(model).__name__} is configured as a decoder (config.is_decoder is "
+                "True): each token sees only the tokens on its left, so a masked token never "
+                "sees its right context, which PLL needs. pll-mlm scores masked LMs trained "
+                "without it (is_decoder false); for causal LMs use lm-eval's `hf` model."
+            )
+        self._vocab_size = _vocab_size(model)
+        if tokenizer.mask_token_id >= self._vocab_size:
+            raise ValueError(
+                f"The tokenizer's mask token {tokenizer.mask_token!r} has id "
+                f"{tokenizer.mask_token_id}, beyond the model's vocabulary of "
+                f"{self._vocab_size} ids. {VOCABULARY_MISMATCH}"
+            )
         self.model = model.eval()
         self.tokenizer = tokenizer
         self.device = torch.device(device) if device is not None else _model_device(model)
@@ -272,7 +293,7 @@ class PLLScorer:
             split_masked_lm(model),
             mask_token_id=tokenizer.mask_token_id,
             device=self.device,
-            vocab_size=_vocab_size(model),
+            vocab_size=self._vocab_size,
         )
         accelerator = self.device.type != "cpu"
         self.prepare_ahead = accelerator
@@ -450,8 +471,21 @@ class PLLScorer:
     def _jobs(self, pairs: Sequence[tuple[str, str]]) -> Jobs:
         """The distinct ``pairs`` as jobs, tokenized in one call."""
         encoded = encode_requests(self.tokenizer, pairs, self._whitespace_inside_words)
+        self._refuse_ids_beyond_the_model(encoded)
         encodings = self._literal_specials_in(encoded)
         return Jobs([continuation for _, continuation in pairs], encodings)
+
+    def _refuse_ids_beyond_the_model(self, encodings: Encodings) -> None:
+        """A token id past the model's embeddings would stop the run inside the model with
+        a bare ``index out of range``, or on a GPU with a device-side assert."""
+        ids = encodings.ids
+        if ids.shape[0] and int(ids.max()) >= self._vocab_size:
+            token_id = int(ids[ids >= self._vocab_size][0])
+            token = self.tokenizer.convert_ids_to_tokens(token_id)
+            raise ValueError(
+                f"The tokenizer gives the token {token!r} id {token_id}, beyond the model's "
+                f"vocabulary of {self._vocab_size} ids. {VOCABULARY_MISMATCH}"
+            )
 
     def _literal_specials_in(self, encodings: Encodings) -> Encodings:
         """A special token's text inside a request (``[MASK]``, ``[SEP]``, ``</s>``) becomes
@@ -618,8 +652,8 @@ class PLLScorer:
 
     def _token_strings(self) -> list[str]:
         """Every token id's string, looked up once rather than per scored token."""
-        if self._vocabulary is None:
-            every_id = list(range(len(self.tokenizer)))
+        if self._vocabulary is None:  # the ids scored are below it (see _refuse_ids_...)
+            every_id = list(range(self._vocab_size))
             self._vocabulary = self.tokenizer.convert_ids_to_tokens(every_id)
         return self._vocabulary
 
@@ -726,6 +760,11 @@ def _texts(texts: Iterable[Any]) -> Iterator[str]:
     as the float nan; bytes would be taken for a sequence of numbers)."""
     if isinstance(texts, (bytes, bytearray)):
         raise TypeError("Texts are strings: decode the bytes first (e.g. .decode('utf-8')).")
+    if not isinstance(texts, Iterable):
+        raise TypeError(
+            f"texts is {type(texts).__name__} {texts!r}: give one string, or a list (or any "
+            "iterable) of strings."
+        )
     for index, text in enumerate(texts):
         if not isinstance(text, str):
             raise TypeError(

@@ -372,6 +372,7 @@ def test_texts_must_be_strings_and_empty_ones_are_pointed_out(tiny_bert_dir, cap
         (["The cat sat.", float("nan")], r"Text 1 is float nan, not a string"),
         ([None], r"Text 0 is NoneType None"),
         (b"The cat sat.", r"decode the bytes first"),
+        (None, r"texts is NoneType None: give one string, or a list"),
     ):
         with pytest.raises(TypeError, match=message):
             scorer.score(texts)
@@ -761,6 +762,9 @@ def test_a_text_with_a_lone_surrogate_is_named(request, model):
     scorer = scorer_for(request.getfixturevalue(model), "word_l2r")
     with pytest.raises(ValueError, match=r"'a\\ud800b' holds a lone surrogate .* at character 1"):
         scorer.score(["The cat sat.", "a\ud800b"])
+    scorer.parts_from = 1  # a large run on an accelerator: split into parts first
+    with pytest.raises(ValueError, match=r"'a\\ud800b' holds a lone surrogate .* at character 1"):
+        scorer.score(["The cat sat.", "a\ud800b"])
 
 
 def test_only_large_runs_are_split_and_only_where_parts_are_prepared_ahead(tiny_bert_dir):
@@ -797,3 +801,55 @@ def test_a_run_of_one_part_starts_no_thread(tiny_bert_dir, monkeypatch):
 
     monkeypatch.setattr(scorer_module, "prepared_ahead", refused)
     assert [s.text for s in scorer.score(SENTENCES)] == SENTENCES
+
+
+def test_a_model_configured_as_a_decoder_is_refused(tiny_bert_dir):
+    """With ``is_decoder`` a BERT attends to the left only, so no masked token sees its right
+    context: it scored without a word, transformers' own warning aside."""
+    from transformers import AutoModelForMaskedLM, AutoTokenizer
+
+    model = AutoModelForMaskedLM.from_pretrained(tiny_bert_dir)
+    model.config.is_decoder = True
+    with pytest.raises(ValueError, match=r"configured as a decoder .* lm-eval's `hf` model"):
+        PLLScorer(model, AutoTokenizer.from_pretrained(tiny_bert_dir), device="cpu")
+
+
+def test_token_ids_beyond_the_models_vocabulary_are_refused_with_what_to_do(tiny_bert_dir):
+    """A token added to the tokenizer without growing the model's embeddings stopped the run
+    inside the embedding layer with a bare ``index out of range``."""
+    from transformers import AutoModelForMaskedLM, AutoTokenizer
+
+    model = AutoModelForMaskedLM.from_pretrained(tiny_bert_dir)
+    tokenizer = AutoTokenizer.from_pretrained(tiny_bert_dir)
+    tokenizer.add_tokens(["zzyzx"])
+    scorer = PLLScorer(model, tokenizer, device="cpu")
+    assert scorer.score(["The cat sat."])[0].logprob < 0
+    beyond = rf"token 'zzyzx' id {len(tokenizer) - 1}, beyond the model's vocabulary"
+    with pytest.raises(ValueError, match=rf"{beyond} .*resize_token_embeddings"):
+        scorer.score(["The zzyzx sat."])
+    tokenizer.add_special_tokens({"mask_token": "[MASK2]"})
+    with pytest.raises(ValueError, match=r"mask token '\[MASK2\]' has id .* beyond the model"):
+        PLLScorer(model, tokenizer, device="cpu")
+
+
+def test_token_strings_of_a_vocabulary_with_unused_ids(tiny_bert_dir):
+    """A tokenizer whose ids skip numbers has fewer entries than its largest id: looking the
+    strings up by ``range(len(tokenizer))`` failed with an IndexError on ``.tokens``."""
+    from tokenizers import Tokenizer, models, pre_tokenizers, processors
+    from transformers import BertConfig, BertForMaskedLM, PreTrainedTokenizerFast
+
+    vocab = {"[UNK]": 0, "[CLS]": 1, "[SEP]": 2, "[MASK]": 3, "[PAD]": 4, "hello": 10, "foo": 12}
+    backend = Tokenizer(models.WordLevel(vocab, unk_token="[UNK]"))
+    backend.pre_tokenizer = pre_tokenizers.Whitespace()
+    backend.post_processor = processors.TemplateProcessing(
+        single="[CLS] $A [SEP]", special_tokens=[("[CLS]", 1), ("[SEP]", 2)]
+    )
+    tokenizer = PreTrainedTokenizerFast(
+        tokenizer_object=backend,
+        **{f"{name}_token": f"[{name.upper()}]" for name in ("unk", "cls", "sep", "mask", "pad")},
+    )
+    assert len(tokenizer) < 13
+    config = BertConfig(vocab_size=16, hidden_size=8, num_hidden_layers=1, num_attention_heads=2,
+                        intermediate_size=16, max_position_embeddings=16)  # fmt: skip
+    score = PLLScorer(BertForMaskedLM(config), tokenizer, "original", device="cpu")
+    assert score.score(["hello foo"])[0].tokens == ("hello", "foo")
