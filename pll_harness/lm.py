@@ -8,7 +8,7 @@ from __future__ import annotations
 import inspect
 import logging
 from functools import cached_property, partial
-from pathlib import Path
+from pathlib import Path, PurePath
 from typing import Any
 
 import lm_eval.models  # noqa: F401  (registers lm-eval's own models before ours, see get_model)
@@ -76,6 +76,21 @@ def _as_bool(name: str, value: Any) -> bool:
     if text in _TRUE | _FALSE:
         return text in _TRUE
     raise ValueError(f"{name}={value!r} is not a boolean; use True or False.")
+
+
+def _checked_pretrained(pretrained: Any) -> Any:
+    """A hub name or folder as a string, or a loaded model.  lm-eval turns model_args values
+    into numbers and None before they reach a model, so a folder named ``1000`` arrives as
+    the number 1000, which would be taken for a loaded model."""
+    if isinstance(pretrained, PurePath):
+        return str(pretrained)
+    if isinstance(pretrained, str | torch.nn.Module):
+        return pretrained
+    raise ValueError(
+        f"pretrained={pretrained!r} names no model: give a hub name or a local folder (lm-eval "
+        "reads pretrained=1000 as the number 1000 and pretrained=None as None: write a "
+        "folder named so as ./1000), or, from Python, a loaded model and its tokenizer."
+    )
 
 
 def _as_optional_int(name: str, value: Any, allow_auto: bool = False) -> int | None:
@@ -178,6 +193,7 @@ class PLLMaskedLM(LM):
     ) -> None:
         super().__init__()
         check_metric(pll_metric)
+        pretrained = _checked_pretrained(pretrained)
         requests_per_batch = _as_optional_int("batch_size", batch_size, allow_auto=True)
         cap = _as_optional_int("max_batch_size", max_batch_size)
         if requests_per_batch is not None and requests_per_batch > 1 and cap is None:

@@ -125,6 +125,23 @@ def test_model_without_mask_token_is_refused(model_dir):
         PLLMaskedLM(pretrained=model, tokenizer=tokenizer, device="cpu")
 
 
+@pytest.mark.parametrize("value", ["1000", "None"])
+def test_a_pretrained_that_lm_eval_reads_as_a_number_or_none_is_named(value, tmp_path):
+    """lm-eval hands ``pretrained=1000`` over as the number 1000: taken for a loaded model,
+    it was refused as a model without its tokenizer object."""
+    from lm_eval.api.registry import get_model
+
+    with pytest.raises(ValueError, match=rf"^pretrained={value} names no model: .* \./1000"):
+        get_model("pll-mlm").create_from_arg_string(f"pretrained={value},device=cpu")
+
+
+def test_a_path_object_is_a_folder(tiny_bert_dir):
+    from pathlib import Path
+
+    lm = PLLMaskedLM(pretrained=Path(tiny_bert_dir), device="cpu")
+    assert lm.loglikelihood([instance("loglikelihood", ("", "The cat sat."))])[0][0] < 0
+
+
 def test_a_loaded_model_takes_a_loaded_tokenizer(model_dir):
     """From Python, ``pretrained`` may be a model object; its tokenizer must come as one
     too (a name would load a tokenizer that may not be the model's)."""
