@@ -308,45 +308,58 @@ class PLLMaskedLM(LM):
         Its answers are keyed by request alone, so the database records the settings that
         scored them (:data:`CACHE_SETTINGS_KEY`) and a run with other settings, or a
         database that another model filled, is refused rather than answered with foreign
-        numbers.  The record is written with the first answers (:meth:`_record_settings`):
-        a database that holds none, as a process leaves it whose run stopped before it
-        scored (another process refused its own database, say), takes any settings.  A
-        token log cannot be complete when cached requests skip the model, so the two are
-        refused together too."""
+        numbers.  A database without answers (new, or left by a run that stopped before it
+        answered anything) is this run's: it records its settings now, before lm-eval
+        looks any request up, so that a run with other settings started on it later is
+        refused, or, if it took the database while this run had still answered nothing,
+        this run is (:meth:`_record_settings`).  A token log cannot be complete when cached
+        requests skip the model, so the two are refused together too."""
         super().set_cache_hook(cache_hook)
         database = getattr(cache_hook, "dbdict", None)
         if database is None:
             return
-        where = getattr(database, "filename", "the --use_cache database")
         if self.token_log is not None:
             raise ValueError(
                 f"token_log={self.token_log.path} records every request's tokens, but with "
                 "--use_cache the requests answered from the cache never reach the model, so "
                 "the log would miss them. Drop --use_cache or token_log."
             )
-        ours = self._scoring_settings
         theirs = database.get(CACHE_SETTINGS_KEY)
-        if theirs == ours or (theirs is None and len(database) == 0):
+        if len(database) == (theirs is not None):  # no answers
+            database[CACHE_SETTINGS_KEY] = self._scoring_settings
             return
-        if theirs is None:
-            found = "answers without a record of their settings (another model's?)"
-        else:
-            changed = sorted(k for k in ours.keys() | theirs.keys() if ours.get(k) != theirs.get(k))
-            found = "answers scored with " + ", ".join(
-                f"{key}={theirs.get(key)} (this run: {ours.get(key)})" for key in changed
-            )
-        raise ValueError(
-            f"{where} holds {found}; lm-eval would answer this run's requests with them. "
-            "Give each model and pll_metric/dtype its own --use_cache path."
-        )
+        self._refuse_other_settings(database, theirs, "holds answers scored with")
 
     def _record_settings(self) -> None:
-        """Record this run's settings in the ``--use_cache`` database before its first
-        answers go there, and not before: a run that stops in its first chunk leaves the
-        database empty (see :meth:`set_cache_hook`)."""
+        """Check, before each chunk's answers go into the ``--use_cache`` database, that it
+        still records this run's settings: a run with other settings that started on it
+        while it held no answers has taken it (:meth:`set_cache_hook`), and its lookups
+        found none of this run's answers, so this run stops rather than write answers
+        that the other's record would vouch for."""
         database = self.cache_hook.dbdict
-        if CACHE_SETTINGS_KEY not in database:
-            database[CACHE_SETTINGS_KEY] = self._scoring_settings
+        theirs = database.setdefault(CACHE_SETTINGS_KEY, self._scoring_settings)
+        self._refuse_other_settings(
+            database, theirs, "was taken, after this run started, by a run with"
+        )
+
+    def _refuse_other_settings(self, database: Any, theirs: Any, found: str) -> None:
+        """Refuse a database whose record (``theirs``; None: answers without one) names
+        settings other than this run's."""
+        ours = self._scoring_settings
+        if theirs == ours:
+            return
+        if theirs is None:
+            found = "holds answers without a record of their settings (another model's?)"
+        else:
+            changed = sorted(k for k in ours.keys() | theirs.keys() if ours.get(k) != theirs.get(k))
+            found += " " + ", ".join(
+                f"{key}={theirs.get(key)} (this run: {ours.get(key)})" for key in changed
+            )
+        where = getattr(database, "filename", "the --use_cache database")
+        raise ValueError(
+            f"{where} {found}; lm-eval would answer this run's requests with its answers. "
+            "Give each model and pll_metric/dtype its own --use_cache path."
+        )
 
     @cached_property
     def _scoring_settings(self) -> dict[str, Any]:

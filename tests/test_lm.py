@@ -481,6 +481,27 @@ def test_a_cache_whose_first_scoring_failed_takes_any_settings(tiny_bert_dir, tm
     caching(PLLMaskedLM(pretrained=tiny_bert_dir, device="cpu"), cache)
 
 
+def test_two_runs_started_together_on_one_empty_cache_do_not_mix(tiny_bert_dir, tmp_path):
+    """Two runs with other settings opened one cache while it was empty: both passed the
+    start-up check, and the later one's answers went in under the earlier one's settings
+    record (or it was answered with the earlier one's).  The later one now takes the
+    empty cache, and the earlier one stops before it writes an answer."""
+    cache = tmp_path / "cache_rank0.db"
+    requests = [instance("loglikelihood", ("", "The hooligan wrecked the souvenir."))]
+    first = PLLMaskedLM(pretrained=tiny_bert_dir, device="cpu", pll_metric="original")
+    first = caching(first, cache)
+    second = caching(PLLMaskedLM(pretrained=tiny_bert_dir, device="cpu"), cache)
+    taken = "was taken, after this run started, by a run with pll_metric=word_l2r (this run: "
+    with pytest.raises(ValueError, match=re.escape(taken + "original)")):
+        first.loglikelihood(requests)
+    want = second.loglikelihood(requests)
+    again = PLLMaskedLM(pretrained=tiny_bert_dir, device="cpu")
+    again.loglikelihood = None  # answered from the cache, or this fails
+    assert caching(again, cache).loglikelihood(requests) == want
+    with pytest.raises(ValueError, match=re.escape("pll_metric=word_l2r (this run: original)")):
+        caching(PLLMaskedLM(pretrained=tiny_bert_dir, device="cpu", pll_metric="original"), cache)
+
+
 def test_a_cache_of_another_model_or_with_a_token_log_is_refused(tiny_bert_dir, tmp_path):
     from sqlitedict import SqliteDict
 
