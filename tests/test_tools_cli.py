@@ -5,6 +5,8 @@ from __future__ import annotations
 import subprocess
 import sys
 
+import pytest
+
 from pll_harness.tools.cli import main
 
 
@@ -49,3 +51,25 @@ def test_no_progress_also_hides_the_libraries_bars_and_puts_them_back(
     assert transformers_logging.is_progress_bar_enabled() and not are_progress_bars_disabled()
     assert main(["score", "-m", tiny_bert_dir, str(data)]) == 0
     assert "Loading weights" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(
+    ("options", "advice"),
+    [
+        ((), "re-run the same command"),
+        (("--overwrite",), "re-run it without --overwrite"),
+    ],
+)
+def test_a_stopped_run_says_how_to_resume_it(monkeypatch, capsys, tmp_path, options, advice):
+    """After --overwrite, the same command would start over and drop what the run wrote."""
+    import pll_harness.tools.cli as cli
+
+    def stopped(_args):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(cli, "run", stopped)
+    sentences = tmp_path / "s.txt"
+    sentences.write_text("A cat sat.\n")
+    argv = ["score", "--model", "pll-demo", str(sentences), "-o", str(tmp_path / "o.csv")]
+    assert main([*argv, *options]) == 128 + 2
+    assert f"stopped by SIGINT; {advice} to resume." in capsys.readouterr().err

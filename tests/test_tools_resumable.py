@@ -191,18 +191,39 @@ def test_a_second_writer_is_refused_until_the_first_closes(tmp_path):
     assert reopen(path, "csv") == ROWS
 
 
-def test_overwrite_and_replace(tmp_path):
+def test_overwrite_starts_the_file_anew(tmp_path):
     path = tmp_path / "out.csv"
     write(path, "csv")
     record_file = RecordFile(path, "csv", COLUMNS, ("id",), overwrite=True)
     try:
         assert record_file.records == []
         record_file.start()
-        record_file.append(ROWS[:2])
-        record_file.replace(ROWS[1:2])
+        record_file.append(ROWS[1:2])
     finally:
         record_file.close()
     assert reopen(path, "csv") == ROWS[1:2]
+
+
+@pytest.mark.parametrize("fmt", ["csv", "jsonl"])
+@pytest.mark.parametrize("count", [0, 1, 2, 3])
+@pytest.mark.parametrize("cut", [False, True], ids=["whole", "last-cut-short"])
+def test_keep_first_cuts_the_file_after_its_first_records(tmp_path, fmt, count, cut):
+    """Cut, not rewritten: the bytes of the records kept stay as they were (the records hold
+    line breaks inside quotes and characters of several bytes), and a record cut short
+    after them goes too."""
+    path = tmp_path / f"out.{fmt}"
+    data = write(path, fmt)
+    if cut:
+        path.write_bytes(data + data[-9:-4])  # a record cut short, as a killed write leaves it
+    record_file = RecordFile(path, fmt, COLUMNS, ("id",))
+    try:
+        record_file.keep_first(count)
+        assert record_file.records == ROWS[:count]
+        record_file.start()
+    finally:
+        record_file.close()
+    assert path.read_bytes() == write(tmp_path / "want", fmt, ROWS[:count])
+    assert reopen(path, fmt) == ROWS[:count]
 
 
 def test_a_field_past_the_csv_modules_default_limit_resumes(tmp_path):

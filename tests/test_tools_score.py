@@ -326,6 +326,49 @@ def test_token_rows_that_do_not_match_are_refused(tmp_path, tiny_bert_dir, bert_
         score_file(_sentences(), tiny_bert_dir, out, **args)
 
 
+def test_resume_cuts_the_token_file_without_rewriting_what_it_keeps(
+    tmp_path, tiny_bert_dir, bert_scorers, monkeypatch
+):
+    """The token rows of a sentence whose row never made it are cut off the end of the file
+    by one truncation: the rows kept are never rewritten, so a kill during the resume
+    cannot lose them (the file was emptied, then written anew: killed in that write, it
+    was left empty or cut short)."""
+    from pll_harness.tools.resumable import RecordFile
+
+    out, tokens = tmp_path / "s.csv", tmp_path / "t.csv"
+    args = {"token_output": tokens, "scorers": bert_scorers, "progress": False}
+    score_file(_sentences()[:2], tiny_bert_dir, out, **args)
+    kept = tokens.read_bytes()
+    with tokens.open("a") as handle:  # token rows of a sentence whose row never made it
+        handle.write("2,0,The,32,0" + ",-1.0" * len(PLL_METRICS) + "\n")
+
+    def killed(*_args, **_kwargs):
+        raise KeyboardInterrupt  # the process stopped as it wrote to a file
+
+    monkeypatch.setattr(RecordFile, "_append", killed)
+    with pytest.raises(KeyboardInterrupt):
+        score_file(_sentences(), tiny_bert_dir, out, **args)
+    assert tokens.read_bytes() == kept
+
+
+def test_a_token_file_of_another_output_is_refused_untouched(tmp_path, tiny_bert_dir, bert_scorers):
+    """Another output file beside a token file that already holds rows: the rows were cut
+    off as a stopped run's, and that output lost its token rows for good.  Stray rows
+    before kept ones are no stopped run's either."""
+    tokens = tmp_path / "t.csv"
+    args = {"token_output": tokens, "scorers": bert_scorers, "progress": False}
+    score_file(_sentences()[:2], tiny_bert_dir, tmp_path / "a.csv", **args)
+    before = tokens.read_bytes()
+    with pytest.raises(ValueError, match=r"t.csv holds token rows of sentence 1, which .*b.csv"):
+        score_file(_sentences()[1:3], tiny_bert_dir, tmp_path / "b.csv", **args)
+    assert tokens.read_bytes() == before and not (tmp_path / "b.csv").exists()
+    out = tmp_path / "a.csv"
+    rows = out.read_bytes().splitlines(keepends=True)
+    out.write_bytes(rows[0] + rows[2])  # sentence 0's row is gone, its token rows are not
+    with pytest.raises(ValueError, match=r"t.csv holds token rows of sentence 0, which"):
+        score_file(_sentences()[:2], tiny_bert_dir, out, **args)
+
+
 # --------------------------------------------------------------------------- interrupted runs
 # A run of 200 sentences in a subprocess, stopped by a signal or shared with a second
 # writer, ends in a complete and correct file or a clear refusal.

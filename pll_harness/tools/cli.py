@@ -561,7 +561,15 @@ def main(argv: Sequence[str] | None = None) -> int:
         signum = getattr(interrupt, "signum", signal.SIGINT)
         written = getattr(args, "output", None) or getattr(args, "output_dir", None)
         resumable = written and args.command in RESUMABLE_COMMANDS
-        resume = "; re-run the same command to resume" if resumable else ""
+        resume = ""
+        if resumable:
+            # With --overwrite the same command would start over and drop what this run wrote.
+            same = (
+                "it without --overwrite"
+                if getattr(args, "overwrite", False)
+                else "the same command"
+            )
+            resume = f"; re-run {same} to resume"
         print(
             f"pll-harness {args.command}: stopped by {signal.Signals(signum).name}{resume}.",
             file=sys.stderr,

@@ -20,6 +20,7 @@ from __future__ import annotations
 import csv
 import errno
 import io
+import itertools
 import json
 import os
 from collections.abc import Iterable, Mapping, Sequence
@@ -117,6 +118,8 @@ class RecordFile:
         self.records: list[dict[str, Any]] = []
         self.handle: BinaryIO | None = None
         self._whole_bytes: int | None = None
+        self._record_ends: list[int] = []
+        """Where each record read back ends, in bytes (after the CSV header)."""
         self._created = False
         if not path.exists():
             check_creatable(path)
@@ -197,13 +200,13 @@ class RecordFile:
             **{name: row[name] for name in self.nested if name in row},
         }
 
-    def replace(self, rows: Sequence[dict[str, Any]]) -> None:
-        """Make the started file hold exactly ``rows``."""
-        assert self.handle is not None, "replace after start()"
-        self.handle.truncate(0)
-        header = self.fmt == "csv"
-        text = csv_text(self.columns, rows, header) if header else jsonl_text(rows)
-        self._append(text)
+    def keep_first(self, count: int) -> None:
+        """Make :meth:`start` cut the file after its first ``count`` records.  A cut is one
+        truncation, which a kill at any moment leaves done or not done: nothing kept is
+        ever rewritten."""
+        assert self.handle is not None and not self.overwrite and count <= len(self.records)
+        self.records = self.records[:count]
+        self._whole_bytes = self._record_ends[count - 1] if count else self._header_bytes
 
     def close(self) -> None:
         if self.handle is not None:
@@ -222,11 +225,15 @@ class RecordFile:
         self.handle.seek(0)
         text = self.handle.read().decode(ENCODING, ERRORS)
         if self.fmt == "csv":
-            records, end = self._csv_records(text)
+            records, ends = self._csv_records(text)
         else:
-            records, end = self._jsonl_records(text)
+            records, ends = self._jsonl_records(text)
+        end = ends[-1]
         if end < len(text):  # the last record was cut short by an interrupted run
             self._whole_bytes = len(text[:end].encode(ENCODING, ERRORS))
+        sizes = [len(text[a:b].encode(ENCODING, ERRORS)) for a, b in itertools.pairwise(ends)]
+        self._header_bytes = len(text[: ends[0]].encode(ENCODING, ERRORS))
+        self._record_ends = list(itertools.accumulate(sizes, initial=self._header_bytes))[1:]
         seen: set[tuple[Any, ...]] = set()
         for record in records:
             key = tuple(record[k] for k in self.key)
@@ -251,7 +258,8 @@ class RecordFile:
             "file or --overwrite."
         )
 
-    def _csv_records(self, text: str) -> tuple[list[dict[str, Any]], int]:
+    def _csv_records(self, text: str) -> tuple[list[dict[str, Any]], list[int]]:
+        """The whole records, and where the header and each record end (characters)."""
         rows, ends = _whole_csv_rows(text)
         if rows and rows[0] != self.columns:
             raise self._other_fields(rows[0])
@@ -263,10 +271,12 @@ class RecordFile:
         if not whole:
             if not csv_text(self.columns, [], header=True).startswith(tail):
                 raise self._damaged("does not start with this run's header")
-            return [], 0
-        return [dict(zip(self.columns, row, strict=True)) for row in rows[1:whole]], end
+            return [], [0]
+        records = [dict(zip(self.columns, row, strict=True)) for row in rows[1:whole]]
+        return records, ends[:whole]
 
-    def _jsonl_records(self, text: str) -> tuple[list[dict[str, Any]], int]:
+    def _jsonl_records(self, text: str) -> tuple[list[dict[str, Any]], list[int]]:
+        """The records, and where each ends (characters), after a start at 0."""
         end = text.rfind("\n") + 1  # JSON escapes newlines, so records end at "\n" only
         lines = text[:end].split("\n")[:-1]
         while lines and _is_blank(lines[-1]):
@@ -283,7 +293,7 @@ class RecordFile:
             if set(fields) != set(self.columns):
                 raise self._other_fields(fields)
             records.append(record)
-        return records, end
+        return records, [0, *itertools.accumulate(len(line) + 1 for line in lines)]
 
 
 def start_all(files: Sequence[RecordFile]) -> None:

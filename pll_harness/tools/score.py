@@ -140,7 +140,6 @@ class _Output:
         self.tokens: RecordFile | None = None
         self.done: dict[str, str] = {}
         self.missing_tokens: set[str] = set()
-        self._kept_tokens: list[dict[str, Any]] | None = None
         self._header_due = path is None and fmt == "csv"
         if path is None:
             return
@@ -159,16 +158,30 @@ class _Output:
             raise
 
     def _match_tokens(self) -> None:
-        """Keep the token rows of the sentences the main file holds (a run stopped between
-        the two writes leaves rows of a sentence it never finished); refuse token rows that
-        do not match their sentence.  Sentences that have no token rows at all were written
-        by a run without ``--tokens``: they are ``missing_tokens``, to be scored again for
-        their token rows alone, so that the token file covers the whole output."""
+        """Keep the token rows of the sentences the main file holds, and refuse token rows
+        that do not match their sentence.  A sentence's token rows are written before its
+        sentence row, so a run stopped between the two writes leaves, after the last
+        sentence's, the rows of sentences it never finished: :meth:`start` cuts them off.
+        Rows of sentences the main file lacks anywhere else, or beside a main file that
+        does not exist yet, belong to another output.  Sentences that have no token rows at
+        all were written by a run without ``--tokens``: they are ``missing_tokens``, to be
+        scored again for their token rows alone, so that the token file covers the whole
+        output."""
         assert self.main is not None and self.tokens is not None
+        rows = self.tokens.records
         n_tokens = {str(r["id"]): str(r["n_tokens"]) for r in self.main.records}
-        kept = [r for r in self.tokens.records if r["id"] in n_tokens]
+        kept = len(rows)
+        while kept and rows[kept - 1]["id"] not in n_tokens:
+            kept -= 1
+        stray = next((r["id"] for r in rows[:kept] if r["id"] not in n_tokens), None)
+        if stray is not None or (kept < len(rows) and self.main.handle is None):
+            raise DamagedOutput(
+                f"{self.tokens.path} holds token rows of sentence {stray or rows[-1]['id']}, "
+                f"which {self.main.path} lacks: it was written for another output. Use "
+                "--overwrite or another token file."
+            )
         indices: dict[str, list[str]] = {ident: [] for ident in n_tokens}
-        for row in kept:
+        for row in rows[:kept]:
             indices[row["id"]].append(row["token_index"])
         for ident, found in indices.items():
             count = n_tokens[ident]
@@ -180,15 +193,12 @@ class _Output:
                     f"has {len(found)} token rows for {count} tokens. Use --overwrite or "
                     "other output files."
                 )
-        if len(kept) != len(self.tokens.records):
-            self._kept_tokens = kept
+        if kept < len(rows):
+            self.tokens.keep_first(kept)
 
     def start(self) -> None:
-        """Create or trim the output files (see :meth:`RecordFile.start`), and drop the token
-        rows of sentences the main file lacks."""
+        """Create or trim the output files (see :meth:`RecordFile.start`)."""
         start_all([f for f in (self.main, self.tokens) if f is not None])
-        if self.tokens is not None and self._kept_tokens is not None:
-            self.tokens.replace(self._kept_tokens)
 
     def write(self, records: list[dict[str, Any]]) -> None:
         """Tokens first: a sentence row is only ever written after its token rows.  A
