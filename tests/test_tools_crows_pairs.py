@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 
 from pll_harness.file_lock import lock
+from pll_harness.provenance import folder_fingerprint
 from pll_harness.scorer import PLLScorer
 from pll_harness.shared_tokens import score_shared_tokens
 from pll_harness.tools.cli import main
@@ -367,7 +368,8 @@ def test_dtype_and_max_length_reach_the_model_and_the_output_says_them(tiny_bert
     args = ["crows-pairs", "-m", tiny_bert_dir, "--metric", "original", "--pairs", str(pairs)]
     assert main([*args, "-o", str(out), "--dtype", "bfloat16", "--max-length", "9"]) == 0
     rows = list(csv.DictReader(out.open(newline="")))
-    label = f"{os.path.abspath(tiny_bert_dir)} dtype=bfloat16 max_length=9"
+    files = folder_fingerprint(tiny_bert_dir)
+    label = f"{os.path.abspath(tiny_bert_dir)} files={files} dtype=bfloat16 max_length=9"
     assert {row["model"] for row in rows} == {label}
     scorer = PLLScorer.from_pretrained(
         tiny_bert_dir, pll_metric="original", device="cpu", dtype="bfloat16", max_length=9

@@ -342,6 +342,8 @@ def test_an_interrupted_diagnosis_resumes_to_the_same_files(
 
 
 def test_a_diagnosis_folder_of_other_sentences_is_refused_or_overwritten(tiny_bert_dir, tmp_path):
+    from pll_harness.provenance import folder_fingerprint
+
     first, second = tmp_path / "a.txt", tmp_path / "b.txt"
     first.write_text("A cat sat on the mat.\nThe dog barked.\n")
     second.write_text("Birds sing at dawn.\nThe dog barked.\n")
@@ -359,7 +361,8 @@ def test_a_diagnosis_folder_of_other_sentences_is_refused_or_overwritten(tiny_be
     fresh = diagnose(tiny_bert_dir, str(second), out, metrics="original", overwrite=True)
     rows = list(csv.DictReader((out / "words.csv").open()))
     assert [row["word"] for row in rows] == [word["word"] for word in fresh.words]
-    assert {row["model"] for row in rows} == {tiny_bert_dir}
+    files = folder_fingerprint(tiny_bert_dir)
+    assert {row["model"] for row in rows} == {f"{tiny_bert_dir} files={files}"}
 
 
 def test_a_diagnosis_folder_of_another_causal_model_is_refused(

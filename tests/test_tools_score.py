@@ -15,6 +15,7 @@ import pytest
 from tools_support import causal_reference
 
 from pll_harness.metrics import PLL_METRICS
+from pll_harness.provenance import folder_fingerprint
 from pll_harness.scorer import PLLScorer
 from pll_harness.tools.cli import main
 from pll_harness.tools.models import MLMScorers
@@ -519,28 +520,42 @@ def test_a_resumed_output_is_scored_by_one_model(
     tmp_path, tiny_bert_dir, tiny_roberta_dir, monkeypatch
 ):
     """Resuming with another --model would mix two models' scores in one file; the same
-    folder written another way is the same model."""
-    import os
+    folder written another way is the same model, but not once a model is saved again into
+    it (it was resumed as the same model)."""
+    import shutil
 
+    from safetensors.torch import load_file, save_file
+
+    from pll_harness.provenance import folder_fingerprint
+
+    folder = tmp_path / "model"
+    shutil.copytree(tiny_bert_dir, folder)
     out = tmp_path / "s.csv"
-    score_file(_sentences()[:2], tiny_bert_dir, out, metrics="original", progress=False)
-    assert {r["model"] for r in csv.DictReader(out.open())} == {os.path.abspath(tiny_bert_dir)}
-    with pytest.raises(ValueError, match=r"was written with model .*tiny-bert-wordpiece"):
+    score_file(_sentences()[:2], str(folder), out, metrics="original", progress=False)
+    files = folder_fingerprint(str(folder))
+    assert {r["model"] for r in csv.DictReader(out.open())} == {f"{folder} files={files}"}
+    with pytest.raises(ValueError, match=r"was written with model .*model files="):
         score_file(_sentences(), tiny_roberta_dir, out, metrics="original", progress=False)
-    monkeypatch.chdir(Path(tiny_bert_dir).parent)
-    relative = Path(tiny_bert_dir).name + "/"
-    assert score_file(_sentences(), relative, out, metrics="original", progress=False) == 2
+    monkeypatch.chdir(tmp_path)
+    assert score_file(_sentences()[:3], "model/", out, metrics="original", progress=False) == 1
+    weights = load_file(folder / "model.safetensors")
+    save_file({k: v * 0.5 for k, v in weights.items()}, folder / "model.safetensors")
+    with pytest.raises(ValueError, match=rf"files={files}, but this run has model .* files="):
+        score_file(_sentences(), "model", out, metrics="original", progress=False)
 
 
 def test_a_resumed_output_is_scored_by_one_causal_model(
     tmp_path, tiny_bert_dir, tiny_gpt2, tiny_llama
 ):
     """The causal columns of another --causal model would mix with the first's as well."""
+    from pll_harness.provenance import folder_fingerprint
+
     out = tmp_path / "s.csv"
     settings = {"metrics": "original", "progress": False}
     score_file(_sentences()[:2], tiny_bert_dir, out, causal=str(tiny_gpt2), **settings)
     rows = list(csv.DictReader(out.open()))
-    assert {r["causal_model"] for r in rows} == {str(Path(tiny_gpt2).resolve())}
+    files = folder_fingerprint(str(tiny_gpt2))
+    assert {r["causal_model"] for r in rows} == {f"{Path(tiny_gpt2).resolve()} files={files}"}
     with pytest.raises(ValueError, match=r"was written with causal_model .*tiny-gpt2"):
         score_file(_sentences(), tiny_bert_dir, out, causal=str(tiny_llama), **settings)
     assert score_file(_sentences(), tiny_bert_dir, out, causal=str(tiny_gpt2), **settings) == 2
@@ -619,7 +634,8 @@ def test_dtype_and_max_length_reach_the_model_and_a_resumed_file_keeps_them(
     args = ["score", "-m", tiny_bert_dir, "--metric", "original", "--no-progress", str(data)]
     assert main([*args, "-o", str(out), "--dtype", "bfloat16", "--max-length", "12"]) == 0
     rows = list(csv.DictReader(out.open()))
-    label = f"{os.path.abspath(tiny_bert_dir)} dtype=bfloat16 max_length=12"
+    files = folder_fingerprint(tiny_bert_dir)
+    label = f"{os.path.abspath(tiny_bert_dir)} files={files} dtype=bfloat16 max_length=12"
     assert {row["model"] for row in rows} == {label}
     bf16 = PLLScorer.from_pretrained(
         tiny_bert_dir, pll_metric="original", device="cpu", dtype="bfloat16", max_length=12
@@ -635,7 +651,7 @@ def test_dtype_and_max_length_reach_the_model_and_a_resumed_file_keeps_them(
     default = tmp_path / "default.csv"
     assert main([*args, "-o", str(default)]) == 0
     assert {row["model"] for row in csv.DictReader(default.open())} == {
-        os.path.abspath(tiny_bert_dir)
+        f"{os.path.abspath(tiny_bert_dir)} files={files}"
     }
 
 

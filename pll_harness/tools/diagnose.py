@@ -27,7 +27,6 @@ from pathlib import Path
 from typing import Any
 
 from pll_harness.file_formats import lift_csv_field_limit
-from pll_harness.loading import model_identity
 from pll_harness.tools.causal import CausalScorer
 from pll_harness.tools.interrupts import InterruptGuard
 from pll_harness.tools.metrics import metric_colour, metric_label, parse_metrics
@@ -266,8 +265,9 @@ def _score_words(
     requests = [(WORD_CONTEXT, w) for w in words]
     word_scores = scorers.score_requests(requests, progress.update if progress else None)
     causal_scores = causal.score(list(words), context=WORD_CONTEXT) if causal else None
-    model = model_identity(scorers.name)
-    causal_model = model_identity(causal.name) if causal else ""
+    # As the table's rows hold them (its fixed fields), settings and files included.
+    models = scoring_models(scorers.label, causal.name if causal else None)
+    model, causal_model = models["model"], models.get("causal_model", "")
     rows = []
     for index, word in enumerate(words):
         first = word_scores[scorers.metrics[0]][index]

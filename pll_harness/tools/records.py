@@ -8,6 +8,8 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from pll_harness.loading import model_identity
+from pll_harness.models import DEMO_MODEL_NAME
+from pll_harness.provenance import folder_fingerprint
 
 CAUSAL_COLUMNS = ("causal_model", "causal_logprob", "causal_n_tokens")
 
@@ -42,13 +44,23 @@ def score_fields(
 
 
 def scoring_model(model: str, dtype: str | None = "auto", max_length: int | None = None) -> str:
-    """The masked LM as a record's ``model`` field shows it: :func:`model_identity`, then
-    each setting that changes its numbers and is not the default (``dtype=bfloat16``,
-    ``max_length=128``), so that a file scored with the defaults reads as before and a
-    resumed file never mixes two settings' scores."""
+    """The masked LM as a record's ``model`` field shows it: :func:`model_identity`; for a
+    local folder, a digest of its files (``files=...``, :func:`folder_fingerprint`), since
+    a model saved again into the folder keeps its path; then each setting that changes its
+    numbers and is not the default (``dtype=bfloat16``, ``max_length=128``).  A file
+    scored with the defaults by a hub model or ``pll-demo`` reads as before, and a resumed
+    file never mixes two models' or two settings' scores."""
     settings = {"dtype": None if dtype in (None, "auto") else dtype, "max_length": max_length}
     given = "".join(f" {name}={value}" for name, value in settings.items() if value is not None)
-    return model_identity(model) + given
+    return _identity_and_files(model) + given
+
+
+def _identity_and_files(model: str) -> str:
+    """:func:`model_identity`, and for a local folder other than the packaged demo model
+    the digest of its files."""
+    identity = model_identity(model)
+    files = None if identity == DEMO_MODEL_NAME else folder_fingerprint(model)
+    return identity if files is None else f"{identity} files={files}"
 
 
 def scoring_models(model: str, causal: str | None) -> dict[str, str]:
@@ -57,5 +69,5 @@ def scoring_models(model: str, causal: str | None) -> dict[str, str]:
     row of a resumed file must hold the same, or the file would mix two models' scores."""
     models = {"model": model}
     if causal is not None:
-        models["causal_model"] = model_identity(causal)
+        models["causal_model"] = _identity_and_files(causal)
     return models

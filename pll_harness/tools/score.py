@@ -15,7 +15,6 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from pll_harness.loading import model_identity
 from pll_harness.scorer import check_sizes
 from pll_harness.tools.causal import CausalScorer
 from pll_harness.tools.interrupts import InterruptGuard
@@ -72,8 +71,8 @@ def score_sentences(
     texts = [s.text for s in sentences]
     per_metric = scorers.score(texts, progress.update if progress is not None else None)
     causal_scores = causal.score(texts) if causal is not None else None
-    model = scorers.label
-    causal_model = model_identity(causal.name) if causal is not None else ""
+    models = scoring_models(scorers.label, causal.name if causal is not None else None)
+    model, causal_model = models["model"], models.get("causal_model", "")
     records = []
     for index, sentence in enumerate(sentences):
         first = per_metric[scorers.metrics[0]][index]
