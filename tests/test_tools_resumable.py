@@ -351,3 +351,13 @@ def test_a_file_removed_after_a_failed_start_is_never_handed_to_another_run(tmp_
         for record_file in (*mine, other, *late):
             close(record_file)
     assert reopen(ours, "csv") == ROWS
+
+
+def test_a_link_to_nothing_is_refused_before_anything_is_written(tmp_path):
+    """Creating the file exclusively through such a link fails every time, which read as
+    another run having created it meanwhile."""
+    link = tmp_path / "out.csv"
+    link.symlink_to(tmp_path / "missing" / "target.csv")
+    with pytest.raises(ValueError, match=r"out.csv is a link to .*target.csv, which does not"):
+        RecordFile(link, "csv", COLUMNS, ("id",))
+    assert not (tmp_path / "missing").exists()

@@ -313,7 +313,13 @@ def start_all(files: Sequence[RecordFile]) -> None:
 def check_creatable(path: Path) -> None:
     """Raise the error that creating ``path`` (and its missing folders) would raise, without
     creating anything: its nearest existing ancestor must be a folder this process may
-    write in."""
+    write in.  A link to nothing is refused: the file could not be created where it is
+    (an exclusive create does not follow a link), and its target may be a typo."""
+    if path.is_symlink():
+        raise ValueError(
+            f"{path} is a link to {os.readlink(path)}, which does not exist: give the path of "
+            "the file to write, or create its folder, or remove the link."
+        )
     ancestor = path.parent
     while not ancestor.exists() and ancestor != ancestor.parent:
         ancestor = ancestor.parent
