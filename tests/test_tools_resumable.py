@@ -361,3 +361,20 @@ def test_a_link_to_nothing_is_refused_before_anything_is_written(tmp_path):
     with pytest.raises(ValueError, match=r"out.csv is a link to .*target.csv, which does not"):
         RecordFile(link, "csv", COLUMNS, ("id",))
     assert not (tmp_path / "missing").exists()
+
+
+@pytest.mark.parametrize(
+    ("fmt", "bad"),
+    [
+        *(("csv", bad) for bad in ("oops92.21", "n/a", "")),
+        *(("jsonl", bad) for bad in ("oops92.21", "", True, None)),
+    ],
+)
+def test_a_score_that_is_not_a_number_is_damage(tmp_path, fmt, bad):
+    """Taken for a finished record, it stopped a later command with a bare "could not
+    convert string to float" that named no file."""
+    path = tmp_path / f"out.{fmt}"
+    write(path, fmt, [*ROWS[:2], {**ROWS[2], "score": bad}])
+    assert reopen(path, fmt) == [*ROWS[:2], {**ROWS[2], "score": bad}]  # not a number column
+    with pytest.raises(ValueError, match=rf"out.{fmt} holds id 2 with score .*not a number"):
+        reopen(path, fmt, numeric=["score"])

@@ -370,6 +370,18 @@ def test_a_token_file_of_another_output_is_refused_untouched(tmp_path, tiny_bert
         score_file(_sentences()[:2], tiny_bert_dir, out, **args)
 
 
+def test_a_score_edited_into_words_is_refused_naming_the_file(
+    tmp_path, tiny_bert_dir, bert_scorers
+):
+    out = tmp_path / "s.csv"
+    score_file(_sentences()[:2], tiny_bert_dir, out, scorers=bert_scorers, progress=False)
+    rows = list(csv.DictReader(out.open()))
+    rows[1]["pll_original"] = "n/a"
+    out.write_text(csv_text(list(rows[0]), rows, header=True))
+    with pytest.raises(ValueError, match=r"s.csv holds id 1 with pll_original 'n/a', which is not"):
+        score_file(_sentences(), tiny_bert_dir, out, scorers=bert_scorers, progress=False)
+
+
 # --------------------------------------------------------------------------- interrupted runs
 # A run of 200 sentences in a subprocess, stopped by a signal or shared with a second
 # writer, ends in a complete and correct file or a clear refusal.

@@ -159,8 +159,10 @@ def _open(
     :meth:`RecordFile.start`, once the model has loaded."""
     fmt = record_format(path)
     try:
+        columns = pair_columns(metrics)
+        scores = [c for c in columns if c.startswith(("more_", "less_"))]
         record_file = RecordFile(
-            Path(path), fmt, pair_columns(metrics), ("id",), overwrite, fixed={"model": model}
+            Path(path), fmt, columns, ("id",), overwrite, fixed={"model": model}, numeric=scores
         )
     except OSError as error:
         raise ValueError(

@@ -33,7 +33,13 @@ from pll_harness.tools.metrics import metric_colour, metric_label, parse_metrics
 from pll_harness.tools.models import MLMScorers, short_model_name
 from pll_harness.tools.plotting import pyplot, save_figure
 from pll_harness.tools.progress import scoring_bar
-from pll_harness.tools.records import pll_column, score_columns, score_fields, scoring_models
+from pll_harness.tools.records import (
+    TEXT_COLUMNS,
+    pll_column,
+    score_columns,
+    score_fields,
+    scoring_models,
+)
 from pll_harness.tools.resumable import RecordFile, check_creatable
 from pll_harness.tools.score import (
     default_chunk_size,
@@ -121,8 +127,6 @@ def _oov(word_lists: Sequence[Sequence[tuple[str, int]]]) -> dict[str, float]:
 
 WHOLE_NUMBER_COLUMNS = frozenset({"n_tokens", "n_words", "n_multi_token_words", "causal_n_tokens"})
 """Columns of the score tables that hold counts; the other numeric ones hold floats."""
-
-TEXT_COLUMNS = frozenset({"id", "text", "model", "causal_model", "word"})
 
 
 def word_columns(metrics: Sequence[str], causal: bool) -> list[str]:
@@ -296,7 +300,10 @@ def _open_word_table(
     path = keeping.folder / "words.csv"
     columns = word_columns(scorers.metrics, causal is not None)
     fixed = scoring_models(scorers.label, causal.name if causal else None)
-    table = RecordFile(path, "csv", columns, ("word",), keeping.overwrite, fixed=fixed)
+    numeric = [c for c in columns if c not in TEXT_COLUMNS]
+    table = RecordFile(
+        path, "csv", columns, ("word",), keeping.overwrite, fixed=fixed, numeric=numeric
+    )
     foreign = {row["word"] for row in table.records} - set(words)
     if foreign:
         table.close()

@@ -18,6 +18,10 @@ def pll_column(metric: str) -> str:
     return f"pll_{metric}"
 
 
+TEXT_COLUMNS = frozenset({"id", "text", "model", "causal_model", "word"})
+"""The columns of a score table that hold text; every other one holds a number."""
+
+
 def score_columns(metrics: Sequence[str], causal: bool) -> list[str]:
     """The names of :func:`score_fields`' keys, in their order."""
     return [*(pll_column(m) for m in metrics), *(CAUSAL_COLUMNS if causal else ())]

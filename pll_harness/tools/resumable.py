@@ -110,8 +110,10 @@ class RecordFile:
         overwrite: bool = False,
         nested: Sequence[str] = (),
         fixed: Mapping[str, str] | None = None,
+        numeric: Sequence[str] = (),
     ) -> None:
         self.path, self.fmt, self.columns = path, fmt, list(columns)
+        self.numeric = tuple(numeric)
         self.key, self.nested = tuple(key), tuple(nested)
         self.fixed = dict(fixed or {})
         self.overwrite = overwrite
@@ -244,7 +246,26 @@ class RecordFile:
                     "or another output file."
                 )
             seen.add(key)
+            self._check_numbers(record, key)
         return records
+
+    def _check_numbers(self, record: dict[str, Any], key: tuple[Any, ...]) -> None:
+        """A score that does not read as a number (a hand edit, another tool's ``n/a``)
+        would be taken for a finished record and stop a later command without a file."""
+        for column in self.numeric:
+            value = record[column]
+            if isinstance(value, str):
+                try:
+                    float(value)
+                    continue
+                except ValueError:
+                    pass
+            elif isinstance(value, int | float) and not isinstance(value, bool):
+                continue
+            raise self._damaged(
+                f"holds {'/'.join(self.key)} {'/'.join(map(str, key))} with {column} "
+                f"{value!r}, which is not a number"
+            )
 
     def _damaged(self, what: str) -> DamagedOutput:
         return DamagedOutput(

@@ -22,6 +22,7 @@ from pll_harness.tools.metrics import parse_metrics
 from pll_harness.tools.models import MLMScorers
 from pll_harness.tools.progress import scoring_bar
 from pll_harness.tools.records import (
+    TEXT_COLUMNS,
     score_columns,
     score_fields,
     scoring_model,
@@ -143,8 +144,9 @@ class _Output:
         if path is None:
             return
         try:
+            numeric = [c for c in columns if c not in TEXT_COLUMNS]
             self.main = RecordFile(
-                path, fmt, columns, ("id",), overwrite, JSONL_NESTED, fixed=models
+                path, fmt, columns, ("id",), overwrite, JSONL_NESTED, models, numeric
             )
             self.done = {str(r["id"]): str(r["text"]) for r in self.main.records}
             if token_path is not None:
