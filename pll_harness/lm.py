@@ -220,31 +220,36 @@ class PLLMaskedLM(LM):
         # which would otherwise wait for it in common_batching.
         with failing_together(self._group):
             self.token_log = self._open_token_log(token_log, token_log_mode)
-            if isinstance(pretrained, str):
-                loaded = load_masked_lm(
-                    pretrained,
-                    tokenizer=tokenizer,
-                    revision=revision,
-                    trust_remote_code=_as_bool("trust_remote_code", trust_remote_code),
-                    dtype=dtype,
-                    attn_implementation=attn_implementation,
+            try:
+                if isinstance(pretrained, str):
+                    loaded = load_masked_lm(
+                        pretrained,
+                        tokenizer=tokenizer,
+                        revision=revision,
+                        trust_remote_code=_as_bool("trust_remote_code", trust_remote_code),
+                        dtype=dtype,
+                        attn_implementation=attn_implementation,
+                        device=device,
+                        device_map="auto" if parallelize else None,
+                    )
+                    model, tok, device = loaded.model, loaded.tokenizer, loaded.device
+                else:
+                    if tokenizer is None or isinstance(tokenizer, str):
+                        raise ValueError("Pass the tokenizer object along with a loaded model.")
+                    model, tok = pretrained, tokenizer
+                self.scorer = PLLScorer(
+                    model,
+                    tok,
+                    pll_metric=pll_metric,
                     device=device,
-                    device_map="auto" if parallelize else None,
+                    max_batch_tokens=_as_optional_int("max_batch_tokens", max_batch_tokens),
+                    batch_size=cap,
+                    max_length=_as_optional_int("max_length", max_length),
                 )
-                model, tok, device = loaded.model, loaded.tokenizer, loaded.device
-            else:
-                if tokenizer is None or isinstance(tokenizer, str):
-                    raise ValueError("Pass the tokenizer object along with a loaded model.")
-                model, tok = pretrained, tokenizer
-            self.scorer = PLLScorer(
-                model,
-                tok,
-                pll_metric=pll_metric,
-                device=device,
-                max_batch_tokens=_as_optional_int("max_batch_tokens", max_batch_tokens),
-                batch_size=cap,
-                max_length=_as_optional_int("max_length", max_length),
-            )
+            except BaseException:
+                if self.token_log is not None:  # a run that fails as it starts leaves no log
+                    self.token_log.discard()
+                raise
         if self._group is not None:
             self.scorer.batching = common_batching(self.scorer.batching, self._group)
         self._device = self.scorer.device
@@ -319,6 +324,7 @@ class PLLMaskedLM(LM):
         if database is None:
             return
         if self.token_log is not None:
+            self.token_log.discard()
             raise ValueError(
                 f"token_log={self.token_log.path} records every request's tokens, but with "
                 "--use_cache the requests answered from the cache never reach the model, so "

@@ -40,8 +40,14 @@ class TokenLog:
     def __init__(self, path: Path, mode: str) -> None:
         check_mode(mode)
         self.path = path
+        self._made_folders = [folder for folder in path.parents if not folder.exists()]
         path.parent.mkdir(parents=True, exist_ok=True)
-        self._handle: BinaryIO = open(path, "ab")  # noqa: SIM115 - held open for the lock
+        try:
+            self._handle: BinaryIO = open(path, "xb")  # noqa: SIM115 - held open for the lock
+            self._created = True
+        except FileExistsError:
+            self._handle = open(path, "ab")  # noqa: SIM115 - held open for the lock
+            self._created = False
         try:
             lock(self._handle, path, "another run with the same token_log, in this process or not")
             if mode == "new" and os.fstat(self._handle.fileno()).st_size > 0:
@@ -85,4 +91,18 @@ class TokenLog:
 
     def close(self) -> None:
         """Release the file (and its lock) before the run's end, e.g. in a notebook."""
+        self._handle.close()
+
+    def discard(self) -> None:
+        """Close the log, and remove it and the folders made for it if this run created it
+        and wrote nothing: for a run that fails as it starts, which would otherwise leave
+        an empty log behind.  The file goes before its lock does, so that no other run
+        locks a file that no longer has a name."""
+        if self._created and os.fstat(self._handle.fileno()).st_size == 0:
+            self.path.unlink(missing_ok=True)
+            for folder in self._made_folders:  # the deepest first
+                try:
+                    folder.rmdir()
+                except OSError:  # no longer empty: another file went there meanwhile
+                    break
         self._handle.close()

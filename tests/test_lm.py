@@ -511,11 +511,17 @@ def test_a_cache_of_another_model_or_with_a_token_log_is_refused(tiny_bert_dir, 
     lm = PLLMaskedLM(pretrained=tiny_bert_dir, device="cpu")
     with pytest.raises(ValueError, match="without a record of their settings"):
         caching(lm, foreign)
-    logged = PLLMaskedLM(
-        pretrained=tiny_bert_dir, device="cpu", token_log=str(tmp_path / "t.jsonl")
-    )
+    log = tmp_path / "logs" / "t.jsonl"
+    logged = PLLMaskedLM(pretrained=tiny_bert_dir, device="cpu", token_log=str(log))
     with pytest.raises(ValueError, match="Drop --use_cache or token_log"):
         caching(logged, tmp_path / "new_rank0.db")
+    assert not log.parent.exists()  # the refused run leaves no empty log behind
+    with pytest.raises(ValueError, match="configured as a decoder"):
+        broken = AutoModelForMaskedLM.from_pretrained(tiny_bert_dir)
+        broken.config.is_decoder = True
+        tokenizer = AutoTokenizer.from_pretrained(tiny_bert_dir)
+        PLLMaskedLM(pretrained=broken, tokenizer=tokenizer, device="cpu", token_log=str(log))
+    assert not log.parent.exists()
 
 
 # ------------------------------------------------------------------- text in front of sentences

@@ -31,3 +31,19 @@ def test_append_keeps_whole_records_and_a_cut_first_record_goes(tmp_path):
         log.close()
     assert whole.read_text() == '{"n": 1}\n{"n": 2}\n'
     assert cut.read_text() == '{"n": 2}\n'
+
+
+def test_discard_removes_only_an_empty_log_this_run_created(tmp_path):
+    """A run that fails as it starts left an empty log and the folders made for it."""
+    made = tmp_path / "a" / "b" / "tokens.jsonl"
+    TokenLog(made, "new").discard()
+    assert not (tmp_path / "a").exists()
+    kept = tmp_path / "kept.jsonl"
+    kept.write_text('{"n": 1}\n')
+    TokenLog(kept, "append").discard()
+    assert kept.read_text() == '{"n": 1}\n'
+    written = tmp_path / "out" / "written.jsonl"
+    log = TokenLog(written, "new")
+    log.write([{"n": 1}])
+    log.discard()
+    assert written.read_text() == '{"n": 1}\n'
