@@ -378,3 +378,20 @@ def test_a_score_that_is_not_a_number_is_damage(tmp_path, fmt, bad):
     assert reopen(path, fmt) == [*ROWS[:2], {**ROWS[2], "score": bad}]  # not a number column
     with pytest.raises(ValueError, match=rf"out.{fmt} holds id 2 with score .*not a number"):
         reopen(path, fmt, numeric=["score"])
+
+
+@pytest.mark.parametrize("fmt", ["csv", "jsonl"])
+def test_an_output_saved_with_a_byte_order_mark_resumes(tmp_path, fmt):
+    """A spreadsheet program that saves the file puts one before the header: it was
+    refused as other columns ('\ufeffid') or, in JSON Lines, as a line that is no record."""
+    path = tmp_path / f"out.{fmt}"
+    path.write_bytes(b"\xef\xbb\xbf" + write(path, fmt, ROWS[:2]) + b"2,Cut sh")
+    record_file = RecordFile(path, fmt, COLUMNS, ("id",))
+    try:
+        assert record_file.records == ROWS[:2]
+        record_file.start()
+        record_file.append(ROWS[2:])
+    finally:
+        record_file.close()
+    assert path.read_bytes() == b"\xef\xbb\xbf" + write(tmp_path / "want", fmt)
+    assert reopen(path, fmt) == ROWS

@@ -34,6 +34,10 @@ from pll_harness.file_formats import (
 )
 from pll_harness.file_lock import lock
 
+BOM = "\ufeff"
+"""The byte-order mark that spreadsheet programs put before a file's first cell: read past
+when a file is resumed, as the input reader reads past it."""
+
 ENCODING = "utf-8"
 ERRORS = "surrogateescape"
 """Undecodable bytes (a UTF-8 sequence cut in two) survive decoding and re-encoding, so
@@ -226,15 +230,17 @@ class RecordFile:
         assert self.handle is not None
         self.handle.seek(0)
         text = self.handle.read().decode(ENCODING, ERRORS)
+        bom = len(BOM.encode()) if text.startswith(BOM) else 0  # a spreadsheet saved it
+        text = text[1:] if bom else text
         if self.fmt == "csv":
             records, ends = self._csv_records(text)
         else:
             records, ends = self._jsonl_records(text)
         end = ends[-1]
         if end < len(text):  # the last record was cut short by an interrupted run
-            self._whole_bytes = len(text[:end].encode(ENCODING, ERRORS))
+            self._whole_bytes = bom + len(text[:end].encode(ENCODING, ERRORS))
         sizes = [len(text[a:b].encode(ENCODING, ERRORS)) for a, b in itertools.pairwise(ends)]
-        self._header_bytes = len(text[: ends[0]].encode(ENCODING, ERRORS))
+        self._header_bytes = bom + len(text[: ends[0]].encode(ENCODING, ERRORS))
         self._record_ends = list(itertools.accumulate(sizes, initial=self._header_bytes))[1:]
         seen: set[tuple[Any, ...]] = set()
         for record in records:
