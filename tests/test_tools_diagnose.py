@@ -341,6 +341,31 @@ def test_an_interrupted_diagnosis_resumes_to_the_same_files(
     assert scored_again == math.ceil((len(whole.words) - (2 if table == "words.csv" else 0)) / 2)
 
 
+def test_an_overwrite_stopped_early_leaves_nothing_of_the_earlier_run_and_resumes(
+    tiny_bert_dir, tiny_roberta_dir, tmp_path, monkeypatch
+):
+    """Stopped in its sentence phase, a run with --overwrite left the earlier model's
+    words.csv, report and plots beside its own sentences: the report described other
+    scores, and the folder could be neither resumed (another model's words) nor finished
+    but by starting over."""
+    data = tmp_path / "s.txt"
+    data.write_text("A cat sat on the mat.\nThe dog barked loudly.\nShe is a nurse.\nHi.\n")
+    settings = {"metrics": "original", "chunk_size": 2}
+    out = tmp_path / "diag"
+    diagnose(tiny_bert_dir, str(data), out, **settings)
+    assert (out / "report.md").exists() and (out / "length.png").exists()
+    with monkeypatch.context() as patch:
+        patch.setattr(MLMScorers, "score", _StopAfter("score", 1).method())
+        with pytest.raises(KeyboardInterrupt):
+            diagnose(tiny_roberta_dir, str(data), out, overwrite=True, **settings)
+    assert not (out / "report.md").exists() and not (out / "length.png").exists()
+    assert list(csv.DictReader((out / "words.csv").open())) == []
+    resumed = diagnose(tiny_roberta_dir, str(data), out, **settings)
+    whole = diagnose(tiny_roberta_dir, str(data), tmp_path / "whole", **settings)
+    assert resumed.sentences == whole.sentences and resumed.words == whole.words
+    assert (out / "report.md").exists()
+
+
 def test_a_diagnosis_folder_of_other_sentences_is_refused_or_overwritten(tiny_bert_dir, tmp_path):
     from pll_harness.provenance import folder_fingerprint
 

@@ -330,7 +330,7 @@ def _word_rows(
             return _score_words(words, scorers, causal, bar)
     done = {row["word"]: _typed(row) for row in table.records}
     todo = [word for word in words if word not in done]
-    if todo:
+    if todo and not keeping.overwrite:  # with it, started with the run
         table.start()
     size = keeping.chunk_size or default_chunk_size(scorers.device)
     with (
@@ -375,6 +375,11 @@ def diagnose_sentences(
     words = [w for w in vocabulary if zipf_frequency(w, "en") > 0]
     diag.words_without_frequency = len(vocabulary) - len(words)
     table = _open_word_table(words, scorers, causal, keeping)
+    if table is not None and keeping.overwrite:
+        # Started afresh now, not when the word phase comes: a run stopped in the sentence
+        # phase leaves no earlier run's words (of another model, say), and resumes.
+        _drop_earlier_report(keeping.folder)
+        table.start()
     try:
         diag.sentences = _sentence_rows(sentences, scorers, causal, keeping)
         diag.words = _word_rows(words, scorers, causal, keeping, table)
@@ -563,6 +568,19 @@ def _pct(value: float) -> str:
     return "–" if math.isnan(value) else f"{value:.1%}"
 
 
+REPORT = "report.md"
+PLOTS = {"length": "length.png", "frequency": "frequency.png", "causal": "causal.png"}
+"""The files of a finished diagnosis besides its tables: written once the scoring is done."""
+
+
+def _drop_earlier_report(folder: Path) -> None:
+    """Remove an earlier run's report and plots as a run with ``--overwrite`` starts, so
+    that a run stopped before its own report leaves no report of other scores beside its
+    tables."""
+    for name in (REPORT, *PLOTS.values()):
+        (folder / name).unlink(missing_ok=True)
+
+
 def write_outputs(diag: Diagnosis, output_dir: str | Path, tables: bool = True) -> Path:
     """Write ``report.md``, the PNG plots and (``tables``; not where the scoring wrote
     them as it went) ``sentences.csv`` / ``words.csv`` to ``output_dir``; return the
@@ -570,13 +588,13 @@ def write_outputs(diag: Diagnosis, output_dir: str | Path, tables: bool = True) 
     out = Path(output_dir)
     out.mkdir(parents=True, exist_ok=True)
     images = {
-        "length": save_figure(plot_length(diag), out / "length.png").name,
-        "frequency": save_figure(plot_frequency(diag), out / "frequency.png").name,
+        "length": save_figure(plot_length(diag), out / PLOTS["length"]).name,
+        "frequency": save_figure(plot_frequency(diag), out / PLOTS["frequency"]).name,
     }
     if diag.causal:
-        images["causal"] = save_figure(plot_causal(diag), out / "causal.png").name
+        images["causal"] = save_figure(plot_causal(diag), out / PLOTS["causal"]).name
     else:  # an earlier run's, with another model (--overwrite): not this report's
-        (out / "causal.png").unlink(missing_ok=True)
+        (out / PLOTS["causal"]).unlink(missing_ok=True)
     written = (("sentences.csv", diag.sentences), ("words.csv", diag.words)) if tables else ()
     for name, rows in written:
         with open(out / name, "w", encoding="utf-8", newline="") as handle:
@@ -584,7 +602,7 @@ def write_outputs(diag: Diagnosis, output_dir: str | Path, tables: bool = True) 
                 writer = csv.DictWriter(handle, list(rows[0]))
                 writer.writeheader()
                 writer.writerows(rows)
-    report = out / "report.md"
+    report = out / REPORT
     report.write_text(report_markdown(diag, images), encoding="utf-8")
     return report
 
@@ -600,7 +618,7 @@ def _check_output_dir(output_dir: str | Path) -> None:
             "another --output-dir."
         )
     try:
-        check_creatable(out / "report.md")
+        check_creatable(out / REPORT)
     except OSError as error:
         raise ValueError(
             f"{out}: cannot write the report there ({error.strerror}: {error.filename})."
