@@ -292,13 +292,7 @@ def test_words_that_span_whitespace_are_split_there(tiny_sentencepiece_dir, pre_
     tokenizer = AutoTokenizer.from_pretrained(tiny_sentencepiece_dir)
     tokenizer.backend_tokenizer.pre_tokenizer = pre_tokenizer
     assert whitespace_inside_words(tokenizer) == "".join(sorted(inside))
-    encoded = encode_requests(tokenizer, [("", text) for text in GAPPED])
-    for index, text in enumerate(GAPPED):
-        offsets = tokenizer(text, add_special_tokens=False).encodings[0].offsets if text else []
-        want = whitespace_words(text, offsets)
-        got = [g for g, w in zip(encoded.item(index).word_ids, want, strict=True) if w >= 0]
-        want = [w for w in want if w >= 0]
-        assert same_as_before(got) == same_as_before(want), text
+    assert_words_break_at_whitespace(tokenizer)
 
 
 def test_a_normalizer_that_strips_the_end_keeps_the_gaps_between_words(
@@ -312,6 +306,12 @@ def test_a_normalizer_that_strips_the_end_keeps_the_gaps_between_words(
     assert tokenizer.backend_tokenizer.normalizer.normalize_str("a \n") == "a"
     inside = whitespace_inside_words(tokenizer)
     assert inside and not set(inside) & set(" \t\n\r")  # "\n" and the like become " "
+    assert_words_break_at_whitespace(tokenizer)
+
+
+def assert_words_break_at_whitespace(tokenizer) -> None:
+    """The engine's words of each :data:`GAPPED` text are the tokenizer's, broken at every
+    whitespace between them (:func:`whitespace_words`)."""
     encoded = encode_requests(tokenizer, [("", text) for text in GAPPED])
     for index, text in enumerate(GAPPED):
         offsets = tokenizer(text, add_special_tokens=False).encodings[0].offsets if text else []
