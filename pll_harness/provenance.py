@@ -54,18 +54,25 @@ weights, 10.8 MB, in about 20 ms); larger ones by size and modification time, wh
 save changes, so that a check costs no read of a model's gigabytes."""
 
 
+NOT_MODEL_FILES = (".md", ".csv", ".tsv", ".jsonl", ".png", ".db")
+"""Suffixes of the files in a model's folder that no score depends on: documentation, and
+what a run may write beside the model (``pll-harness`` outputs and plots, lm-eval's
+``--use_cache`` database), which would otherwise make the folder another model to the
+next run that resumes them."""
+
+
 def folder_fingerprint(name: str | None) -> str | None:
     """A digest of a local model folder's files as they are now, or None for a hub name.
 
     A local folder has no commit (:func:`checkpoint_commit`), and a model trained again
     into the same ``output_dir`` keeps its path: this is what tells the two apart.  The
-    files directly in the folder count, by name, except documentation (``*.md``) and
-    hidden files, whose edits do not change a score."""
+    files directly in the folder count, by name, except hidden ones and those no score
+    depends on (:data:`NOT_MODEL_FILES`)."""
     if not name or not Path(name).is_dir():
         return None
     digest = hashlib.sha256()
     for path in sorted(Path(name).resolve().iterdir()):
-        if path.name.startswith(".") or path.suffix == ".md" or not path.is_file():
+        if path.name.startswith(".") or path.suffix in NOT_MODEL_FILES or not path.is_file():
             continue
         status = path.stat()
         digest.update(path.name.encode("utf-8", "surrogateescape") + b"\0")

@@ -265,12 +265,12 @@ class PLLScorer:
                 "(BERT, RoBERTa, DeBERTa, ELECTRA generator, ModernBERT, ...); for causal LMs "
                 "use lm-eval's `hf` model."
             )
-        if getattr(getattr(model, "config", None), "is_decoder", False):
+        if _attends_causally(model):
             raise ValueError(
-                f"This {type(model).__name__} is configured as a decoder (config.is_decoder is "
-                "True): each token sees only the tokens on its left, so a masked token never "
-                "sees its right context, which PLL needs. pll-mlm scores masked LMs trained "
-                "without it (is_decoder false); for causal LMs use lm-eval's `hf` model."
+                f"This {type(model).__name__} was built as a decoder (config.is_decoder): "
+                "each token sees only the tokens on its left, so a masked token never sees its "
+                "right context, which PLL needs. pll-mlm scores masked LMs built without it "
+                "(is_decoder false); for causal LMs use lm-eval's `hf` model."
             )
         self._vocab_size = _vocab_size(model)
         if tokenizer.mask_token_id >= self._vocab_size:
@@ -850,6 +850,13 @@ def default_batch_tokens(model: torch.nn.Module, device: torch.device) -> int:
         return int(max(fewest, min(CPU_ACTIVATION_BYTES // per_token, most)))
     free, _ = torch.cuda.mem_get_info(device)
     return int(max(2048, min(free * 0.4 / per_token, 1 << 20)))
+
+
+def _attends_causally(model: torch.nn.Module) -> bool:
+    """Whether an attention module of ``model`` was built causal, as BERT-family models
+    are when their config says ``is_decoder`` as they load.  The flag alone does not tell:
+    DeBERTa-v2, ALBERT and DistilBERT ignore it, and BERT's layers read it once, when built."""
+    return any(getattr(module, "is_causal", False) is True for module in model.modules())
 
 
 def _vocab_size(model: torch.nn.Module) -> int:

@@ -516,9 +516,8 @@ def test_a_cache_of_another_model_or_with_a_token_log_is_refused(tiny_bert_dir, 
     with pytest.raises(ValueError, match="Drop --use_cache or token_log"):
         caching(logged, tmp_path / "new_rank0.db")
     assert not log.parent.exists()  # the refused run leaves no empty log behind
-    with pytest.raises(ValueError, match="configured as a decoder"):
-        broken = AutoModelForMaskedLM.from_pretrained(tiny_bert_dir)
-        broken.config.is_decoder = True
+    with pytest.raises(ValueError, match="built as a decoder"):
+        broken = AutoModelForMaskedLM.from_pretrained(tiny_bert_dir, is_decoder=True)
         tokenizer = AutoTokenizer.from_pretrained(tiny_bert_dir)
         PLLMaskedLM(pretrained=broken, tokenizer=tokenizer, device="cpu", token_log=str(log))
     assert not log.parent.exists()

@@ -81,3 +81,21 @@ def test_get_model_info(tiny_bert_dir):
         "model_dtype": "torch.bfloat16",
         "model_num_parameters": sum(p.numel() for p in model.parameters()),
     }
+
+
+def test_a_folder_fingerprint_ignores_what_runs_write_beside_the_model(tiny_bert_dir, tmp_path):
+    """An output resumed inside the model's folder (scores, plots, lm-eval's cache) made
+    the folder another model to the next run; a changed model file still does."""
+    import shutil
+
+    from pll_harness.provenance import folder_fingerprint
+
+    folder = tmp_path / "model"
+    shutil.copytree(tiny_bert_dir, folder)
+    before = folder_fingerprint(str(folder))
+    for name in ("scores.csv", "tokens.jsonl", "length.png", "cache_rank0.db", "README.md"):
+        (folder / name).write_text("written by a run")
+    assert folder_fingerprint(str(folder)) == before
+    config = folder / "config.json"
+    config.write_text(config.read_text().replace("}", ', "note": 1}', 1))
+    assert folder_fingerprint(str(folder)) != before

@@ -803,15 +803,24 @@ def test_a_run_of_one_part_starts_no_thread(tiny_bert_dir, monkeypatch):
     assert [s.text for s in scorer.score(SENTENCES)] == SENTENCES
 
 
-def test_a_model_configured_as_a_decoder_is_refused(tiny_bert_dir):
-    """With ``is_decoder`` a BERT attends to the left only, so no masked token sees its right
-    context: it scored without a word, transformers' own warning aside."""
-    from transformers import AutoModelForMaskedLM, AutoTokenizer
+def test_a_model_built_as_a_decoder_is_refused(tiny_bert_dir):
+    """Loaded with ``is_decoder`` a BERT attends to the left only, so no masked token sees
+    its right context: it scored without a word, transformers' own warning aside.  The
+    flag alone is no refusal: DistilBERT, among others, ignores it."""
+    from transformers import (
+        AutoModelForMaskedLM,
+        AutoTokenizer,
+        DistilBertConfig,
+        DistilBertForMaskedLM,
+    )
 
-    model = AutoModelForMaskedLM.from_pretrained(tiny_bert_dir)
-    model.config.is_decoder = True
-    with pytest.raises(ValueError, match=r"configured as a decoder .* lm-eval's `hf` model"):
-        PLLScorer(model, AutoTokenizer.from_pretrained(tiny_bert_dir), device="cpu")
+    tokenizer = AutoTokenizer.from_pretrained(tiny_bert_dir)
+    model = AutoModelForMaskedLM.from_pretrained(tiny_bert_dir, is_decoder=True)
+    with pytest.raises(ValueError, match=r"built as a decoder .* lm-eval's `hf` model"):
+        PLLScorer(model, tokenizer, device="cpu")
+    config = DistilBertConfig(vocab_size=len(tokenizer), dim=8, n_layers=1, n_heads=2,
+                              hidden_dim=16, is_decoder=True)  # fmt: skip
+    assert PLLScorer(DistilBertForMaskedLM(config), tokenizer, device="cpu").score(["Hi"])
 
 
 def test_token_ids_beyond_the_models_vocabulary_are_refused_with_what_to_do(tiny_bert_dir):

@@ -366,6 +366,30 @@ def test_an_overwrite_stopped_early_leaves_nothing_of_the_earlier_run_and_resume
     assert (out / "report.md").exists()
 
 
+def test_an_overwrite_that_fails_as_it_starts_leaves_the_earlier_folder(
+    tiny_bert_dir, tmp_path, monkeypatch
+):
+    """The earlier run's words, report and plots go only once sentences.csv has started."""
+    from pll_harness.tools.resumable import RecordFile
+
+    data = tmp_path / "s.txt"
+    data.write_text("A cat sat on the mat.\nThe dog barked loudly.\n")
+    out = tmp_path / "diag"
+    diagnose(tiny_bert_dir, str(data), out, metrics="original")
+    before = {path.name: path.read_bytes() for path in out.iterdir()}
+    start = RecordFile.start
+
+    def refused(self):
+        if self.path.name == "sentences.csv":
+            raise ValueError("sentences.csv cannot start")
+        start(self)
+
+    monkeypatch.setattr(RecordFile, "start", refused)
+    with pytest.raises(ValueError, match="cannot start"):
+        diagnose(tiny_bert_dir, str(data), out, metrics="original", overwrite=True)
+    assert {path.name: path.read_bytes() for path in out.iterdir()} == before
+
+
 def test_a_diagnosis_folder_of_other_sentences_is_refused_or_overwritten(tiny_bert_dir, tmp_path):
     from pll_harness.provenance import folder_fingerprint
 

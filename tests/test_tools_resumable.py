@@ -11,6 +11,7 @@ import pytest
 from pll_harness.tools.resumable import (
     DamagedOutput,
     RecordFile,
+    check_creatable,
     csv_text,
     jsonl_text,
     record_format,
@@ -361,6 +362,12 @@ def test_a_link_to_nothing_is_refused_before_anything_is_written(tmp_path):
     with pytest.raises(ValueError, match=r"out.csv is a link to .*target.csv, which does not"):
         RecordFile(link, "csv", COLUMNS, ("id",))
     assert not (tmp_path / "missing").exists()
+    target = tmp_path / "elsewhere.csv"
+    write(target, "csv", ROWS[:1])
+    present = tmp_path / "present.csv"
+    present.symlink_to(target)
+    check_creatable(present)  # a link to a file is that file (diagnose's report.md)
+    assert reopen(present, "csv") == ROWS[:1]
 
 
 @pytest.mark.parametrize(

@@ -352,6 +352,35 @@ def test_resume_cuts_the_token_file_without_rewriting_what_it_keeps(
     assert tokens.read_bytes() == kept
 
 
+def test_a_run_stopped_between_its_two_writes_resumes_beside_rescored_sentences(
+    tmp_path, tiny_bert_dir, bert_scorers, monkeypatch
+):
+    """A chunk's token rows hold sentences new to the output and sentences scored again for
+    their missing token rows; in input order, a stop before the sentence rows left new
+    sentences' rows before kept ones, which a resume refused as another output's."""
+    from pll_harness.tools.resumable import RecordFile
+
+    out, tokens = tmp_path / "s.csv", tmp_path / "t.csv"
+    score_file(_sentences()[2:3], tiny_bert_dir, out, scorers=bert_scorers, progress=False)
+    args = {"token_output": tokens, "scorers": bert_scorers, "progress": False}
+    append, calls = RecordFile.append, []
+
+    def stopped_before_the_sentence_rows(self, rows):
+        calls.append(self.path)
+        if self.path == out:
+            raise KeyboardInterrupt
+        append(self, rows)
+
+    with monkeypatch.context() as patch:
+        patch.setattr(RecordFile, "append", stopped_before_the_sentence_rows)
+        with pytest.raises(KeyboardInterrupt):
+            score_file(_sentences(), tiny_bert_dir, out, **args)
+    assert calls == [tokens, out]
+    assert score_file(_sentences(), tiny_bert_dir, out, **args) == 3  # 2 has its rows
+    rows = list(csv.DictReader(out.open()))
+    assert len(list(csv.DictReader(tokens.open()))) == sum(int(r["n_tokens"]) for r in rows)
+
+
 def test_a_token_file_of_another_output_is_refused_untouched(tmp_path, tiny_bert_dir, bert_scorers):
     """Another output file beside a token file that already holds rows: the rows were cut
     off as a stopped run's, and that output lost its token rows for good.  Stray rows

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import csv
 import math
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -176,9 +176,11 @@ def _sentence_rows(
     scorers: MLMScorers,
     causal: CausalScorer | None,
     keeping: Keeping,
+    started: Callable[[], None] | None = None,
 ) -> list[dict[str, Any]]:
     """One row per sentence, as ``score`` writes them; with a folder written to its
-    ``sentences.csv`` by ``score`` itself (resumed, chunked, locked) and read back."""
+    ``sentences.csv`` by ``score`` itself (resumed, chunked, locked) and read back;
+    ``started`` is called once that file has started."""
     columns = sentence_columns(scorers.metrics, causal is not None)
     if keeping.folder is None:
         with _bar(keeping, len(sentences) * len(scorers.metrics), "sentences") as bar:
@@ -195,6 +197,7 @@ def _sentence_rows(
         scorers=scorers,
         causal_scorer=causal,
         command="diagnose",
+        started=started,
     )
     lift_csv_field_limit()
     with open(path, encoding="utf-8", newline="") as handle:
@@ -330,7 +333,7 @@ def _word_rows(
             return _score_words(words, scorers, causal, bar)
     done = {row["word"]: _typed(row) for row in table.records}
     todo = [word for word in words if word not in done]
-    if todo and not keeping.overwrite:  # with it, started with the run
+    if todo and not table.started:
         table.start()
     size = keeping.chunk_size or default_chunk_size(scorers.device)
     with (
@@ -375,13 +378,17 @@ def diagnose_sentences(
     words = [w for w in vocabulary if zipf_frequency(w, "en") > 0]
     diag.words_without_frequency = len(vocabulary) - len(words)
     table = _open_word_table(words, scorers, causal, keeping)
-    if table is not None and keeping.overwrite:
-        # Started afresh now, not when the word phase comes: a run stopped in the sentence
-        # phase leaves no earlier run's words (of another model, say), and resumes.
-        _drop_earlier_report(keeping.folder)
-        table.start()
+
+    def start_afresh() -> None:
+        """With --overwrite, once sentences.csv has started: the word table starts afresh
+        too and the earlier report and plots go, so that a run stopped in its sentence
+        phase leaves nothing of an earlier run's (another model's, say) and resumes."""
+        if table is not None and keeping.overwrite:
+            _drop_earlier_report(table.path.parent)
+            table.start()
+
     try:
-        diag.sentences = _sentence_rows(sentences, scorers, causal, keeping)
+        diag.sentences = _sentence_rows(sentences, scorers, causal, keeping, start_afresh)
         diag.words = _word_rows(words, scorers, causal, keeping, table)
     finally:
         if table is not None:

@@ -123,6 +123,7 @@ class RecordFile:
         self.overwrite = overwrite
         self.records: list[dict[str, Any]] = []
         self.handle: BinaryIO | None = None
+        self.started = False
         self._whole_bytes: int | None = None
         self._record_ends: list[int] = []
         """Where each record read back ends, in bytes (after the CSV header)."""
@@ -167,6 +168,7 @@ class RecordFile:
                 self._append(csv_text(self.columns, [], header=True))
         elif self._whole_bytes is not None:
             self.handle.truncate(self._whole_bytes)
+        self.started = True
 
     def remove_if_created(self) -> None:
         """Close the file, and delete it if :meth:`start` created it: for a run that fails
@@ -342,7 +344,7 @@ def check_creatable(path: Path) -> None:
     creating anything: its nearest existing ancestor must be a folder this process may
     write in.  A link to nothing is refused: the file could not be created where it is
     (an exclusive create does not follow a link), and its target may be a typo."""
-    if path.is_symlink():
+    if path.is_symlink() and not path.exists():
         raise ValueError(
             f"{path} is a link to {os.readlink(path)}, which does not exist: give the path of "
             "the file to write, or create its folder, or remove the link."

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import os
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -205,7 +205,10 @@ class _Output:
         """Tokens first: a sentence row is only ever written after its token rows.  A
         sentence scored again for its missing token rows keeps its earlier row."""
         if self.tokens is not None:
-            self.tokens.append([{"id": r["id"], **t} for r in records for t in r["tokens"]])
+            # Sentences the main file already holds first: a run stopped before the main
+            # write leaves the others' rows last, where a resume cuts them off.
+            ordered = sorted(records, key=lambda r: r["id"] not in self.done)
+            self.tokens.append([{"id": r["id"], **t} for r in ordered for t in r["tokens"]])
             self.missing_tokens.difference_update(r["id"] for r in records)
         if self.main is not None:
             self.main.append([r for r in records if r["id"] not in self.done])
@@ -246,6 +249,7 @@ def score_file(
     scorers: MLMScorers | None = None,
     causal_scorer: CausalScorer | None = None,
     command: str = "score",
+    started: Callable[[], None] | None = None,
 ) -> int:
     """Score ``sentences`` and write them to ``output`` (stdout when None); return how many
     sentences this call scored (those already in ``output`` are skipped, unless
@@ -259,6 +263,7 @@ def score_file(
     on an accelerator); SIGINT and SIGTERM stop the run after the chunk being written, and
     what SIGKILL cuts short is dropped when the run is resumed.  The output files are
     locked while the run writes them: a second run on the same output is refused.
+    ``started`` is called once they have started, before the first sentence is scored.
     """
     check_sizes(chunk_size=chunk_size)
     metric_list = scorers.metrics if scorers is not None else parse_metrics(metrics)
@@ -324,6 +329,8 @@ def score_file(
             if causal_scorer is None and causal is not None:
                 causal_scorer = CausalScorer(causal, device=device)
             writer.start()
+            if started is not None:
+                started()
             size = chunk_size or default_chunk_size(scorers.device)
             bar = scoring_bar(
                 progress, len(todo) * len(metric_list), "sent×metric", done=len(writer.done)
