@@ -1,4 +1,5 @@
-"""One writer per output file: the lock that refuses a second one."""
+"""One writer per output file: the lock that refuses a second one; and the lock by which
+the runs that use one ``--use_cache`` database know of each other."""
 
 from __future__ import annotations
 
@@ -24,3 +25,28 @@ def lock(handle: BinaryIO, path: Path, other_writer: str) -> None:
             f"{path} is being written by another writer ({other_writer}?). Wait for it to "
             "finish, or write to another file."
         ) from None
+
+
+def alone_or_shared(handle: BinaryIO) -> bool:
+    """Take ``handle``'s file for this process alone (True) when no other process holds
+    it, else share it with them (False; waiting while one holds it alone).  :func:`share`
+    then lets others in.  Without ``flock`` (not POSIX) every caller is alone."""
+    try:
+        import fcntl
+    except ImportError:  # pragma: no cover - not POSIX (Windows): no flock to take
+        return True
+    try:
+        fcntl.flock(handle.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+        return True
+    except BlockingIOError:
+        fcntl.flock(handle.fileno(), fcntl.LOCK_SH)
+        return False
+
+
+def share(handle: BinaryIO) -> None:
+    """Turn a lock taken alone (:func:`alone_or_shared`) into a shared one."""
+    try:
+        import fcntl
+    except ImportError:  # pragma: no cover - not POSIX (Windows): no flock to take
+        return
+    fcntl.flock(handle.fileno(), fcntl.LOCK_SH)

@@ -25,6 +25,7 @@ from pll_harness.distributed import (
     launched_with_several_processes,
     score_shared,
 )
+from pll_harness.file_lock import alone_or_shared, share
 from pll_harness.loading import load_masked_lm, model_identity
 from pll_harness.metrics import DEFAULT_METRIC, check_metric
 from pll_harness.provenance import folder_fingerprint, model_info
@@ -34,6 +35,10 @@ from pll_harness.token_log import TokenLog, check_mode
 
 # A child of lm-eval's logger, so that our messages share its handler and --verbosity.
 logger = logging.getLogger(f"lm_eval.{__name__}")
+
+CACHE_USERS_SUFFIX = ".pll-users"
+"""The file beside an lm-eval ``--use_cache`` database whose lock tells the runs that use
+the database of each other (see ``PLLMaskedLM._claim_cache``)."""
 
 CACHE_SETTINGS_KEY = "pll_harness:scoring_settings"
 """The entry of an lm-eval ``--use_cache`` database that records the settings its answers
@@ -313,12 +318,11 @@ class PLLMaskedLM(LM):
         Its answers are keyed by request alone, so the database records the settings that
         scored them (:data:`CACHE_SETTINGS_KEY`) and a run with other settings, or a
         database that another model filled, is refused rather than answered with foreign
-        numbers.  A database without answers (new, or left by a run that stopped before it
-        answered anything) is this run's: it records its settings now, before lm-eval
-        looks any request up, so that a run with other settings started on it later is
-        refused, or, if it took the database while this run had still answered nothing,
-        this run is (:meth:`_record_settings`).  A token log cannot be complete when cached
-        requests skip the model, so the two are refused together too."""
+        numbers.  The record is written now, before lm-eval looks any request up.  A
+        database without answers (new, or left by a run that stopped before it answered
+        anything) takes this run's settings, unless a run that is still going uses it
+        (:meth:`_claim_cache`).  A token log cannot be complete when cached requests skip
+        the model, so the two are refused together too."""
         super().set_cache_hook(cache_hook)
         database = getattr(cache_hook, "dbdict", None)
         if database is None:
@@ -330,23 +334,35 @@ class PLLMaskedLM(LM):
                 "--use_cache the requests answered from the cache never reach the model, so "
                 "the log would miss them. Drop --use_cache or token_log."
             )
-        theirs = database.get(CACHE_SETTINGS_KEY)
-        if len(database) == (theirs is not None):  # no answers
-            database[CACHE_SETTINGS_KEY] = self._scoring_settings
-            return
-        self._refuse_other_settings(database, theirs, "holds answers scored with")
+        self._claim_cache(database)
 
-    def _record_settings(self) -> None:
-        """Check, before each chunk's answers go into the ``--use_cache`` database, that it
-        still records this run's settings: a run with other settings that started on it
-        while it held no answers has taken it (:meth:`set_cache_hook`), and its lookups
-        found none of this run's answers, so this run stops rather than write answers
-        that the other's record would vouch for."""
-        database = self.cache_hook.dbdict
-        theirs = database.setdefault(CACHE_SETTINGS_KEY, self._scoring_settings)
-        self._refuse_other_settings(
-            database, theirs, "was taken, after this run started, by a run with"
-        )
+    def _claim_cache(self, database: Any) -> None:
+        """Record this run's settings in ``database`` or refuse it.  Every run holds a lock
+        on a file beside it (:data:`CACHE_USERS_SUFFIX`) for as long as it lives, shared
+        with the runs of the same settings: a run that finds the lock free is the only
+        user, and may give a database without answers its own settings; one that finds it
+        held must match the record of the runs that hold it, which they wrote while they
+        held it alone.  So two runs with other settings never use one database at once,
+        whichever order they start, look requests up and answer in."""
+        where = getattr(database, "filename", None)
+        users = open(f"{where}{CACHE_USERS_SUFFIX}", "ab") if where else None  # noqa: SIM115
+        alone = users is None or alone_or_shared(users)
+        theirs = database.get(CACHE_SETTINGS_KEY)
+        answered = len(database) > (theirs is not None)
+        try:
+            if alone and not answered:
+                database[CACHE_SETTINGS_KEY] = self._scoring_settings
+            elif answered:
+                self._refuse_other_settings(database, theirs, "holds answers scored with")
+            else:
+                self._refuse_other_settings(database, theirs, "is in use by a run with")
+        except BaseException:
+            if users is not None:
+                users.close()
+            raise
+        if users is not None:
+            share(users)
+        self._cache_users = users  # held open, and locked, to the end of the run
 
     def _refuse_other_settings(self, database: Any, theirs: Any, found: str) -> None:
         """Refuse a database whose record (``theirs``; None: answers without one) names
@@ -479,7 +495,6 @@ class PLLMaskedLM(LM):
             for start, stop in self._cache_chunks(pairs):
                 chunk = self.scorer.score_requests(pairs[start:stop], progress=bar.update)
                 if self._uses_cache():  # else add_partial keeps nothing: no answers for it
-                    self._record_settings()
                     for request, score in zip(requests[start:stop], chunk, strict=True):
                         self.cache_hook.add_partial(kind, request.args, _answer(kind, score))
                 scores += chunk

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gc
 import json
 import math
 import re
@@ -478,28 +479,32 @@ def test_a_cache_whose_first_scoring_failed_takes_any_settings(tiny_bert_dir, tm
     lm.scorer.score_requests = lambda *_args, **_kwargs: 1 / 0
     with pytest.raises(ZeroDivisionError):
         caching(lm, cache).loglikelihood([instance("loglikelihood", ("", "A cat sat."))])
+    del lm  # the run is over (its process ended): its hold on the cache goes with it
+    gc.collect()
     caching(PLLMaskedLM(pretrained=tiny_bert_dir, device="cpu"), cache)
 
 
 def test_two_runs_started_together_on_one_empty_cache_do_not_mix(tiny_bert_dir, tmp_path):
     """Two runs with other settings opened one cache while it was empty: both passed the
-    start-up check, and the later one's answers went in under the earlier one's settings
-    record (or it was answered with the earlier one's).  The later one now takes the
-    empty cache, and the earlier one stops before it writes an answer."""
+    start-up check, and whichever looked its requests up after the other had answered
+    them was answered with the other's numbers.  While a run uses a cache, one with other
+    settings is refused as it starts; once the run is over, its record holds."""
     cache = tmp_path / "cache_rank0.db"
     requests = [instance("loglikelihood", ("", "The hooligan wrecked the souvenir."))]
     first = PLLMaskedLM(pretrained=tiny_bert_dir, device="cpu", pll_metric="original")
     first = caching(first, cache)
-    second = caching(PLLMaskedLM(pretrained=tiny_bert_dir, device="cpu"), cache)
-    taken = "was taken, after this run started, by a run with pll_metric=word_l2r (this run: "
-    with pytest.raises(ValueError, match=re.escape(taken + "original)")):
-        first.loglikelihood(requests)
-    want = second.loglikelihood(requests)
-    again = PLLMaskedLM(pretrained=tiny_bert_dir, device="cpu")
-    again.loglikelihood = None  # answered from the cache, or this fails
-    assert caching(again, cache).loglikelihood(requests) == want
-    with pytest.raises(ValueError, match=re.escape("pll_metric=word_l2r (this run: original)")):
-        caching(PLLMaskedLM(pretrained=tiny_bert_dir, device="cpu", pll_metric="original"), cache)
+    same = caching(
+        PLLMaskedLM(pretrained=tiny_bert_dir, device="cpu", pll_metric="original"), cache
+    )
+    in_use = "is in use by a run with pll_metric=original (this run: word_l2r)"
+    with pytest.raises(ValueError, match=re.escape(in_use)):
+        caching(PLLMaskedLM(pretrained=tiny_bert_dir, device="cpu"), cache)
+    want = first.loglikelihood(requests)
+    assert same.loglikelihood(requests) == want  # the same settings share the cache
+    del first, same
+    gc.collect()
+    with pytest.raises(ValueError, match=re.escape("holds answers scored with pll_metric=orig")):
+        caching(PLLMaskedLM(pretrained=tiny_bert_dir, device="cpu"), cache)
 
 
 def test_a_cache_of_another_model_or_with_a_token_log_is_refused(tiny_bert_dir, tmp_path):
