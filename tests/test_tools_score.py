@@ -411,6 +411,22 @@ def test_a_score_edited_into_words_is_refused_naming_the_file(
         score_file(_sentences(), tiny_bert_dir, out, scorers=bert_scorers, progress=False)
 
 
+def test_a_token_file_of_another_models_output_is_refused(tmp_path, tiny_bert_dir):
+    """Same ids and the same token counts, other scores: it was taken for this output's."""
+    settings = {"metrics": "original", "progress": False}
+    ours, theirs = tmp_path / "ours.csv", tmp_path / "theirs.csv"
+    tokens, other = tmp_path / "t.csv", tmp_path / "other.csv"
+    score_file(_sentences()[:2], tiny_bert_dir, ours, token_output=tokens, **settings)
+    score_file(_sentences()[:2], tiny_bert_dir, theirs, token_output=other, **settings)
+    rows = list(csv.DictReader(other.open()))
+    for row in rows:  # another model's scores for the same tokens
+        row["lp_original"] = repr(float(row["lp_original"]) - 0.5)
+    other.write_text(csv_text(list(rows[0]), rows, header=True))
+    with pytest.raises(ValueError, match=r"other.csv does not match .*ours.csv: the token rows"):
+        score_file(_sentences(), tiny_bert_dir, ours, token_output=other, **settings)
+    assert score_file(_sentences(), tiny_bert_dir, ours, token_output=tokens, **settings) == 2
+
+
 # --------------------------------------------------------------------------- interrupted runs
 # A run of 200 sentences in a subprocess, stopped by a signal or shared with a second
 # writer, ends in a complete and correct file or a clear refusal.

@@ -23,6 +23,7 @@ from pll_harness.tools.models import MLMScorers
 from pll_harness.tools.progress import scoring_bar
 from pll_harness.tools.records import (
     TEXT_COLUMNS,
+    pll_column,
     score_columns,
     score_fields,
     scoring_model,
@@ -51,6 +52,12 @@ settings' scores."""
 
 def sentence_columns(metrics: Sequence[str], causal: bool) -> list[str]:
     return [*SENTENCE_FIELDS, *score_columns(metrics, causal)]
+
+
+TOKEN_SUM_TOLERANCE = 1e-3
+"""Nats by which a sentence's token rows may add up to other than its score: float32
+rounding of the sum, and of a sentence scored again for its token rows alone (about
+1e-6), stay far below; another model's scores lie nats away."""
 
 
 def token_columns(metrics: Sequence[str]) -> list[str]:
@@ -150,8 +157,9 @@ class _Output:
             )
             self.done = {str(r["id"]): str(r["text"]) for r in self.main.records}
             if token_path is not None:
+                scores = [c for c in token_cols if c.startswith("lp_")]
                 self.tokens = RecordFile(
-                    token_path, "csv", token_cols, ("id", "token_index"), overwrite
+                    token_path, "csv", token_cols, ("id", "token_index"), overwrite, numeric=scores
                 )
                 self._match_tokens()
         except BaseException:
@@ -194,8 +202,32 @@ class _Output:
                     f"has {len(found)} token rows for {count} tokens. Use --overwrite or "
                     "other output files."
                 )
+        self._check_token_sums(rows[:kept])
         if kept < len(rows):
             self.tokens.keep_first(kept)
+
+    def _check_token_sums(self, rows: list[dict[str, Any]]) -> None:
+        """Each sentence's token rows must add up to its score under every metric: the
+        token file of another model's output, with the same ids and token counts, would
+        otherwise be taken for this one's."""
+        assert self.main is not None and self.tokens is not None
+        metrics = [c.removeprefix("lp_") for c in self.tokens.columns if c.startswith("lp_")]
+        sums: dict[tuple[str, str], float] = {}
+        for row in rows:
+            for metric in metrics:
+                key = (row["id"], metric)
+                sums[key] = sums.get(key, 0.0) + float(row[f"lp_{metric}"])
+        for record in self.main.records:
+            for metric in metrics:
+                total = sums.get((str(record["id"]), metric))
+                score = float(record[pll_column(metric)])
+                if total is not None and abs(total - score) > TOKEN_SUM_TOLERANCE:
+                    raise DamagedOutput(
+                        f"{self.tokens.path} does not match {self.main.path}: the token rows "
+                        f"of sentence {record['id']} add up to {total:.4f} under {metric}, "
+                        f"its row says {score:.4f} (another model's token file?). Use "
+                        "--overwrite or other output files."
+                    )
 
     def start(self) -> None:
         """Create or trim the output files (see :meth:`RecordFile.start`)."""
