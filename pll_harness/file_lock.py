@@ -3,6 +3,7 @@ the runs that use one ``--use_cache`` database know of each other."""
 
 from __future__ import annotations
 
+import contextlib
 from pathlib import Path
 from typing import BinaryIO
 
@@ -41,6 +42,8 @@ def alone_or_shared(handle: BinaryIO) -> bool:
     except BlockingIOError:
         fcntl.flock(handle.fileno(), fcntl.LOCK_SH)
         return False
+    except OSError:  # a file system without flock (some network mounts): none to take
+        return True
 
 
 def share(handle: BinaryIO) -> None:
@@ -49,4 +52,5 @@ def share(handle: BinaryIO) -> None:
         import fcntl
     except ImportError:  # pragma: no cover - not POSIX (Windows): no flock to take
         return
-    fcntl.flock(handle.fileno(), fcntl.LOCK_SH)
+    with contextlib.suppress(OSError):  # a file system without flock: none was taken
+        fcntl.flock(handle.fileno(), fcntl.LOCK_SH)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from pll_harness.file_lock import lock
+from pll_harness.file_lock import alone_or_shared, lock, share
 
 
 def test_a_second_handle_is_refused_until_the_first_closes(tmp_path):
@@ -17,3 +17,31 @@ def test_a_second_handle_is_refused_until_the_first_closes(tmp_path):
     first.close()
     with open(path, "ab") as third:
         lock(third, path, "the first test handle")
+
+
+def test_the_users_of_one_file_are_alone_or_share_it(tmp_path):
+    path = tmp_path / "cache.db.pll-users"
+    with open(path, "ab") as first, open(path, "ab") as second, open(path, "ab") as third:
+        assert alone_or_shared(first)
+        share(first)
+        assert not alone_or_shared(second)  # shares it with the first
+        first.close()
+        assert not alone_or_shared(third)  # the second still holds it
+        second.close()
+    with open(path, "ab") as again:
+        assert alone_or_shared(again)
+
+
+def test_a_file_system_without_flock_leaves_every_user_alone(tmp_path, monkeypatch):
+    """Some network mounts answer flock with ENOLCK: --use_cache runs went on there before
+    the users' lock, and must still."""
+    import errno
+    import fcntl
+
+    def unsupported(*_args):
+        raise OSError(errno.ENOLCK, "No locks available")
+
+    monkeypatch.setattr(fcntl, "flock", unsupported)
+    with open(tmp_path / "users", "ab") as handle:
+        assert alone_or_shared(handle)
+        share(handle)

@@ -424,6 +424,10 @@ def test_a_token_file_of_another_models_output_is_refused(tmp_path, tiny_bert_di
     other.write_text(csv_text(list(rows[0]), rows, header=True))
     with pytest.raises(ValueError, match=r"other.csv does not match .*ours.csv: the token rows"):
         score_file(_sentences(), tiny_bert_dir, ours, token_output=other, **settings)
+    rows = list(csv.DictReader(tokens.open()))
+    for row in rows:  # bfloat16's drift when a sentence is scored again in other batches
+        row["lp_original"] = repr(float(row["lp_original"]) - 1e-3)
+    tokens.write_text(csv_text(list(rows[0]), rows, header=True))
     assert score_file(_sentences(), tiny_bert_dir, ours, token_output=tokens, **settings) == 2
 
 
