@@ -7,6 +7,11 @@ import contextlib
 from pathlib import Path
 from typing import BinaryIO
 
+try:
+    import fcntl
+except ImportError:  # pragma: no cover - not POSIX (Windows): no flock to take
+    fcntl = None  # type: ignore[assignment]
+
 
 def lock(handle: BinaryIO, path: Path, other_writer: str) -> None:
     """Take the exclusive lock on ``handle`` or refuse: ``other_writer`` (what probably
@@ -15,9 +20,7 @@ def lock(handle: BinaryIO, path: Path, other_writer: str) -> None:
     The lock (``flock``) belongs to the open file, so the system releases it when the
     file is closed or the process ends, however it ends: no stale lock after SIGKILL.
     """
-    try:
-        import fcntl
-    except ImportError:  # pragma: no cover - not POSIX (Windows): no flock to take
+    if fcntl is None:
         return
     try:
         fcntl.flock(handle.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
@@ -32,9 +35,7 @@ def alone_or_shared(handle: BinaryIO) -> bool:
     """Take ``handle``'s file for this process alone (True) when no other process holds
     it, else share it with them (False; waiting while one holds it alone).  :func:`share`
     then lets others in.  Without ``flock`` (not POSIX) every caller is alone."""
-    try:
-        import fcntl
-    except ImportError:  # pragma: no cover - not POSIX (Windows): no flock to take
+    if fcntl is None:
         return True
     try:
         fcntl.flock(handle.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
@@ -48,9 +49,7 @@ def alone_or_shared(handle: BinaryIO) -> bool:
 
 def share(handle: BinaryIO) -> None:
     """Turn a lock taken alone (:func:`alone_or_shared`) into a shared one."""
-    try:
-        import fcntl
-    except ImportError:  # pragma: no cover - not POSIX (Windows): no flock to take
+    if fcntl is None:
         return
     with contextlib.suppress(OSError):  # a file system without flock: none was taken
         fcntl.flock(handle.fileno(), fcntl.LOCK_SH)

@@ -389,8 +389,7 @@ class PLLMaskedLM(LM):
         rounding only).  A local folder's files count by content (:func:`folder_fingerprint`),
         its path alone being the same for a model saved again into it; no revision means
         ``main``, the only one a folder takes and a hub model's default.  Taken once, for the
-        model as loaded: the check at start and the record with the first answers agree,
-        and the files are read once."""
+        model as loaded, so that the files are read once."""
         info = self.get_model_info()
         checkpoint = self._checkpoint or info["model_checkpoint"]
         folder = getattr(self.scorer.model, "name_or_path", None)

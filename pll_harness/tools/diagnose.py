@@ -35,6 +35,7 @@ from pll_harness.tools.plotting import pyplot, save_figure
 from pll_harness.tools.progress import scoring_bar
 from pll_harness.tools.records import (
     TEXT_COLUMNS,
+    number_columns,
     pll_column,
     score_columns,
     score_fields,
@@ -303,9 +304,14 @@ def _open_word_table(
     path = keeping.folder / "words.csv"
     columns = word_columns(scorers.metrics, causal is not None)
     fixed = scoring_models(scorers.label, causal.name if causal else None)
-    numeric = [c for c in columns if c not in TEXT_COLUMNS]
     table = RecordFile(
-        path, "csv", columns, ("word",), keeping.overwrite, fixed=fixed, numeric=numeric
+        path,
+        "csv",
+        columns,
+        ("word",),
+        keeping.overwrite,
+        fixed=fixed,
+        numeric=number_columns(columns),
     )
     foreign = {row["word"] for row in table.records} - set(words)
     if foreign:

@@ -22,6 +22,11 @@ TEXT_COLUMNS = frozenset({"id", "text", "model", "causal_model", "word"})
 """The columns of a score table that hold text; every other one holds a number."""
 
 
+def number_columns(columns: Sequence[str]) -> list[str]:
+    """The columns of a score table that hold numbers: all but :data:`TEXT_COLUMNS`."""
+    return [column for column in columns if column not in TEXT_COLUMNS]
+
+
 def score_columns(metrics: Sequence[str], causal: bool) -> list[str]:
     """The names of :func:`score_fields`' keys, in their order."""
     return [*(pll_column(m) for m in metrics), *(CAUSAL_COLUMNS if causal else ())]

@@ -261,19 +261,11 @@ class RecordFile:
         """A score that does not read as a number (a hand edit, another tool's ``n/a``)
         would be taken for a finished record and stop a later command without a file."""
         for column in self.numeric:
-            value = record[column]
-            if isinstance(value, str):
-                try:
-                    float(value)
-                    continue
-                except ValueError:
-                    pass
-            elif isinstance(value, int | float) and not isinstance(value, bool):
-                continue
-            raise self._damaged(
-                f"holds {'/'.join(self.key)} {'/'.join(map(str, key))} with {column} "
-                f"{value!r}, which is not a number"
-            )
+            if not _is_number(record[column]):
+                raise self._damaged(
+                    f"holds {'/'.join(self.key)} {'/'.join(map(str, key))} with {column} "
+                    f"{record[column]!r}, which is not a number"
+                )
 
     def _damaged(self, what: str) -> DamagedOutput:
         return DamagedOutput(
@@ -390,6 +382,17 @@ def _whole_csv_rows(text: str) -> tuple[list[list[str]], list[int]]:
         rows.append(row)
         ends.append(end)
     return rows, ends
+
+
+def _is_number(value: Any) -> bool:
+    """A number, or a CSV cell's text of one (``nan`` included); not a boolean or null."""
+    if isinstance(value, str):
+        try:
+            float(value)
+        except ValueError:
+            return False
+        return True
+    return isinstance(value, int | float) and not isinstance(value, bool)
 
 
 def _is_blank(text: str) -> bool:

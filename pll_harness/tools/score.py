@@ -22,7 +22,7 @@ from pll_harness.tools.metrics import parse_metrics
 from pll_harness.tools.models import MLMScorers
 from pll_harness.tools.progress import scoring_bar
 from pll_harness.tools.records import (
-    TEXT_COLUMNS,
+    number_columns,
     pll_column,
     score_columns,
     score_fields,
@@ -152,9 +152,15 @@ class _Output:
         if path is None:
             return
         try:
-            numeric = [c for c in columns if c not in TEXT_COLUMNS]
             self.main = RecordFile(
-                path, fmt, columns, ("id",), overwrite, JSONL_NESTED, models, numeric
+                path,
+                fmt,
+                columns,
+                ("id",),
+                overwrite,
+                JSONL_NESTED,
+                models,
+                number_columns(columns),
             )
             self.done = {str(r["id"]): str(r["text"]) for r in self.main.records}
             if token_path is not None:
@@ -213,6 +219,7 @@ class _Output:
         otherwise be taken for this one's."""
         assert self.main is not None and self.tokens is not None
         metrics = [c.removeprefix("lp_") for c in self.tokens.columns if c.startswith("lp_")]
+        constant, per_token = TOKEN_SUM_TOLERANCE
         sums: dict[tuple[str, str], float] = {}
         for row in rows:
             for metric in metrics:
@@ -222,7 +229,6 @@ class _Output:
             for metric in metrics:
                 total = sums.get((str(record["id"]), metric))
                 score = float(record[pll_column(metric)])
-                constant, per_token = TOKEN_SUM_TOLERANCE
                 allowed = constant + per_token * int(record["n_tokens"])
                 if total is not None and abs(total - score) > allowed:
                     raise DamagedOutput(
