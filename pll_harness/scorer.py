@@ -367,7 +367,10 @@ class PLLScorer:
         return self.max_length - self.specials.count
 
     def score(
-        self, texts: str | Iterable[str], progress: Callable[[int], None] | None = None
+        self,
+        texts: str | Iterable[str],
+        progress: Callable[[int], None] | None = None,
+        warn_unscored: bool = True,
     ) -> list[SentenceScore]:
         """PLL of whole texts of any length (windows past the model's maximum length).
 
@@ -377,12 +380,13 @@ class PLLScorer:
         scores 0.0, the log of probability 1, which a warning points out: in a comparison
         it beats every sentence (see :meth:`score_requests`)."""
         texts = [texts] if isinstance(texts, str) else list(_texts(texts))
-        return self.score_requests([("", text) for text in texts], progress)
+        return self.score_requests([("", text) for text in texts], progress, warn_unscored)
 
     def score_requests(
         self,
         requests: Iterable[tuple[str, str]],
         progress: Callable[[int], None] | None = None,
+        warn_unscored: bool = True,
     ) -> list[SentenceScore]:
         """Score each continuation given its context (visible, never masked).
 
@@ -397,7 +401,9 @@ class PLLScorer:
         A continuation with no token to score scores 0.0 (probability 1), and a warning
         says how many there are: not only empty or blank ones, but also those that hold
         only characters the tokenizer drops (a zero-width space, a byte-order mark, a soft
-        hyphen, control characters), which no check of the text itself can tell.
+        hyphen, control characters), which no check of the text itself can tell.  A caller
+        that names such texts itself (the tools, by their ids) passes
+        ``warn_unscored=False``, so that the user is not told twice.
         """
         requests = requests if isinstance(requests, Sequence) else list(requests)
         keys, pairs, bounds = self._distinct(requests, None)
@@ -408,7 +414,8 @@ class PLLScorer:
             if start < stop
         )
         scores = self._score_parts(parts, progress, weights, len(bounds) > 2)
-        self.report_unscored(scores)
+        if warn_unscored:
+            self.report_unscored(scores)
         return [scores[key] for key in keys.tolist()]
 
     def report_unscored(self, scores: Sequence[SentenceScore]) -> None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import csv
 import json
+import logging
 import math
 import os
 import subprocess
@@ -742,15 +743,18 @@ def test_an_output_and_a_token_file_that_are_one_file_are_refused(
 
 
 def test_a_row_with_no_token_to_score_is_named_in_a_warning(
-    tmp_path, tiny_bert_dir, bert_scorers, capsys
+    tmp_path, tiny_bert_dir, bert_scorers, capsys, caplog
 ):
     """A zero-width space or a byte-order mark alone: the tokenizer drops it, and its PLL
-    0.0 (probability 1) would beat every sentence."""
+    0.0 (probability 1) would beat every sentence.  The tool names them by id, once: the
+    scorer's own count of them is not logged beside it."""
     texts = ["A cat sat.", "\u200b", "She is a nurse.", "\ufeff"]
     out = tmp_path / "s.csv"
-    score_file(_sentences(texts), tiny_bert_dir, out, scorers=bert_scorers, progress=False)
+    with caplog.at_level(logging.WARNING, logger="pll_harness"):
+        score_file(_sentences(texts), tiny_bert_dir, out, scorers=bert_scorers, progress=False)
     warning = capsys.readouterr().err
     assert "warning: 2 sentences have no token to score" in warning
     assert "ids 1, 3" in warning
+    assert "no token to score" not in caplog.text
     counts = [r["n_tokens"] for r in csv.DictReader(out.open())]
     assert [count == "0" for count in counts] == [False, True, False, True]

@@ -57,8 +57,9 @@ class MLMScorers:
     def score(
         self, texts: Sequence[str], progress: Callable[[int], None] | None = None
     ) -> dict[str, list[Any]]:
-        """``{metric: [SentenceScore per text]}``."""
-        return {m: s.score(texts, progress) for m, s in self.scorers.items()}
+        """``{metric: [SentenceScore per text]}``.  The texts with no token to score are
+        left for the caller to name (by their ids, which only it knows), not logged here."""
+        return {m: s.score(texts, progress, warn_unscored=False) for m, s in self.scorers.items()}
 
     def score_requests(
         self, requests: Sequence[tuple[str, str]], progress: Callable[[int], None] | None = None
