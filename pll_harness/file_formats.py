@@ -5,9 +5,11 @@ and the task loader (pair files) share."""
 from __future__ import annotations
 
 import csv
+import json
 import sys
 from collections.abc import Iterable, Iterator
 from pathlib import PurePath
+from typing import Any
 
 COMPRESSION_SUFFIXES = (".gz", ".bz2", ".xz", ".zst", ".lz4")
 
@@ -87,3 +89,9 @@ def strict_csv_rows(lines: Iterable[str], delimiter: str) -> Iterator[tuple[int,
         except csv.Error as error:
             raise MalformedCSV(line, error) from None
         yield line, cells
+
+
+def jsonl_text(rows: Iterable[dict[str, Any]]) -> str:
+    """Rows as JSON Lines, non-ASCII text kept as written (readable, and what a resume
+    compares a row's text with)."""
+    return "".join(json.dumps(row, ensure_ascii=False) + "\n" for row in rows)

@@ -13,8 +13,8 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any, BinaryIO
 
+from pll_harness.file_formats import jsonl_text
 from pll_harness.file_lock import lock
-from pll_harness.tools.resumable import jsonl_text
 
 TAIL_BLOCK = 1 << 16
 """Bytes read at a time from the end of a log, looking for its last whole line."""

@@ -6,6 +6,8 @@ import gc
 import json
 import math
 import re
+import subprocess
+import sys
 
 import pytest
 import torch
@@ -669,3 +671,16 @@ def test_processes_refuse_a_prompt_together():
     _refuse_context_on_verbatim_tasks(mine, None)
     with pytest.raises(ValueError, match="blimp_pll_x score each sentence as written"):
         _refuse_context_on_verbatim_tasks(mine, TwoProcesses())
+
+
+def test_the_model_imports_none_of_the_researcher_tools():
+    """Every ``lm_eval --model pll-mlm`` run imports the adapter: it must not pull in the
+    ``pll-harness`` tools (compare, diagnose, plotting, ...), which it never uses."""
+    code = (
+        "import sys, pll_harness.lm; "
+        "print(sorted(m for m in sys.modules if m.startswith('pll_harness.tools')))"
+    )
+    shown = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True
+    ).stdout
+    assert shown.strip() == "[]"

@@ -8,12 +8,12 @@ import json
 
 import pytest
 
+from pll_harness.file_formats import jsonl_text
 from pll_harness.tools.resumable import (
     DamagedOutput,
     RecordFile,
     check_creatable,
     csv_text,
-    jsonl_text,
     record_format,
     start_all,
 )

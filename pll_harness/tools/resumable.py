@@ -30,6 +30,7 @@ from typing import Any, BinaryIO
 from pll_harness.file_formats import (
     COMPRESSION_SUFFIXES,
     format_from_name,
+    jsonl_text,
     lift_csv_field_limit,
 )
 from pll_harness.file_lock import lock
@@ -86,10 +87,6 @@ def csv_text(columns: Sequence[str], rows: Iterable[dict[str, Any]], header: boo
         writer.writeheader()
     writer.writerows(rows)
     return buffer.getvalue()
-
-
-def jsonl_text(rows: Iterable[dict[str, Any]]) -> str:
-    return "".join(json.dumps(row, ensure_ascii=False) + "\n" for row in rows)
 
 
 class RecordFile:

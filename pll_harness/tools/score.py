@@ -15,6 +15,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from pll_harness.file_formats import jsonl_text
 from pll_harness.scorer import check_sizes
 from pll_harness.tools.causal import CausalScorer
 from pll_harness.tools.interrupts import InterruptGuard
@@ -33,7 +34,6 @@ from pll_harness.tools.resumable import (
     DamagedOutput,
     RecordFile,
     csv_text,
-    jsonl_text,
     record_format,
     start_all,
 )
