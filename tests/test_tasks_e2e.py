@@ -14,25 +14,14 @@ from pathlib import Path
 import lm_eval
 import pytest
 import torch
+from conftest import TINY_BERT_DIR
 from lm_eval.tasks import TaskManager
 
 import pll_harness
 from pll_harness.task_paths import TASK_DIR
 
 REPO = Path(__file__).resolve().parents[1]
-TINY_BERT = REPO / "tests/fixtures/models/tiny-bert-wordpiece"
 OFFLINE = {"HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"}
-
-
-def _pll_lm_missing() -> str | None:
-    """Why the pll-mlm run cannot happen yet (the model adapter is written separately)."""
-    try:
-        importlib.import_module("pll_harness.lm")
-    except Exception as exc:  # any import failure means: not ready
-        return f"pll_harness.lm is not importable yet ({type(exc).__name__}: {exc})"
-    if not (TINY_BERT / "model.safetensors").is_file():
-        return f"tiny model fixture missing: {TINY_BERT}"
-    return None
 
 
 # --------------------------------------------------------------------------- hf (causal)
@@ -124,7 +113,6 @@ def _lm_eval_command() -> list[str]:
 
 
 @pytest.mark.slow
-@pytest.mark.skipif(_pll_lm_missing() is not None, reason=str(_pll_lm_missing()))
 def test_lm_eval_cli_with_pll_mlm(tmp_path: Path) -> None:
     tasks = (
         "blimp_pll_ellipsis,eventsadapt_pll_ai,pll_example_stereotype,"
@@ -136,7 +124,7 @@ def test_lm_eval_cli_with_pll_mlm(tmp_path: Path) -> None:
         "--model",
         "pll-mlm",
         "--model_args",
-        f"pretrained={TINY_BERT},pll_metric=word_l2r",
+        f"pretrained={TINY_BERT_DIR},pll_metric=word_l2r",
         "--tasks",
         tasks,
         "--limit",
