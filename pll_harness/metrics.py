@@ -1,9 +1,9 @@
 """The PLL metrics: one registry entry per metric, the only place a metric is described.
 
 The engine reads an entry's plan and whether it needs word boundaries; the tools read its
-label and colour; the docs' metric table and the tests' reference check themselves
-against the registry.  Adding a metric is one entry here, its plan function in
-:mod:`pll_harness.masking` and its tests.  Importing this module costs no torch, so the
+label and colour; the README's metric table and references, and the tests' reference,
+check themselves against the registry.  Adding a metric is one entry here, its plan
+function in :mod:`pll_harness.masking` and its tests.  Importing this module costs no torch, so the
 command line and lm-eval's start-up can use it.
 """
 

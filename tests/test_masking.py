@@ -8,7 +8,7 @@ import pytest
 from reference_pll import DEFINITIONS, masked_set
 
 from pll_harness.masking import NO_WORD
-from pll_harness.metrics import METRICS, PLL_METRICS, check_metric, get_metric
+from pll_harness.metrics import PLL_METRICS, get_metric
 from pll_harness.planning import copy_masks
 
 # [CLS] The so ##uven ##ir . [SEP]
@@ -78,21 +78,6 @@ def test_special_tokens_are_not_one_word():
     assert as_sets(plan("whole_word", np.array([5]))) == [{5}]
 
 
-def test_unknown_metric_lists_the_valid_ones():
-    with pytest.raises(ValueError, match="original, word_l2r, whole_word, sentence_l2r"):
-        check_metric("within_word_l2r")
-    with pytest.raises(ValueError, match="Unknown pll_metric"):
-        get_metric("global_l2r")
-
-
-def test_registry_entries_are_complete():
-    for name, metric in METRICS.items():
-        assert metric.name == name
-        assert callable(metric.plan)
-        assert metric.label and metric.colour.startswith("#") and metric.citation
-        assert metric.hidden
-
-
 @pytest.fixture(params=["tiny_bert_dir", "tiny_roberta_dir"])
 def tokenizer(request):
     from transformers import AutoTokenizer
@@ -141,16 +126,3 @@ def test_context_split_inside_a_word_on_real_tokenizers(tokenizer):
     assert real_plan(tokenizer, context, continuation, "whole_word")[0] == {11, 12, 13}
     assert real_plan(tokenizer, context, continuation, "word_l2r")[1] == {12, 13}
     assert real_plan(tokenizer, context, continuation, "sentence_l2r")[0] == {11, 12, 13, 14, 15}
-
-
-def test_the_readme_metric_table_is_the_registry():
-    """The README's table of metrics is the registry's rendering, row for row (adding a
-    metric: run scripts/render_metric_table.py)."""
-    import runpy
-
-    from conftest import REPO_ROOT
-
-    script = runpy.run_path(str(REPO_ROOT / "scripts" / "render_metric_table.py"))
-    readme = (REPO_ROOT / "README.md").read_text()
-    assert script["replace_table"](readme) == readme, "run scripts/render_metric_table.py"
-    assert len(script["render"]()) == 2 + len(METRICS)
