@@ -10,6 +10,10 @@ from collections.abc import Iterable, Mapping, Sequence
 DTYPE_NAMES = ("auto", "float32", "bfloat16", "float16")
 """The model dtypes that can be asked for; ``auto`` keeps the checkpoint's own."""
 
+TRANSFORMERS_ALIASES = {"torch_dtype": "dtype"}
+"""transformers' names for arguments that pll_harness calls otherwise, so that a refusal
+of the one names the other."""
+
 
 def check_known(
     given: Iterable[str],

@@ -17,7 +17,7 @@ from lm_eval.api.model import LM
 from lm_eval.api.registry import register_model
 from tqdm import tqdm
 
-from pll_harness.arguments import check_known
+from pll_harness.arguments import TRANSFORMERS_ALIASES, check_known
 from pll_harness.distributed import (
     ProcessGroup,
     common_batching,
@@ -58,9 +58,6 @@ PARALLELIZE_IN_SEVERAL_PROCESSES = (
     "the same GPUs and score every request. Run one process with parallelize=True, or drop "
     "it to score in parallel, one model per process (README: 'Many processes, GPUs and nodes')."
 )
-
-MODEL_ARG_ALIASES = {"torch_dtype": "dtype"}
-"""transformers' names for model arguments that pll-mlm calls otherwise."""
 
 CACHE_CHUNK_BATCHES = 64
 """Forward passes' worth of requests scored, and handed to lm-eval's cache, at a time under
@@ -118,7 +115,9 @@ def _as_optional_int(name: str, value: Any, allow_auto: bool = False) -> int | N
 def _check_model_args(args: dict[str, Any]) -> None:
     """Unknown ``--model_args`` keys, a typo above all, stop with the known ones."""
     known = [name for name in inspect.signature(PLLMaskedLM.__init__).parameters if name != "self"]
-    check_known(args, known, "pll-mlm (--model_args; README: 'Model arguments')", MODEL_ARG_ALIASES)
+    check_known(
+        args, known, "pll-mlm (--model_args; README: 'Model arguments')", TRANSFORMERS_ALIASES
+    )
 
 
 def _refuse_context_on_verbatim_tasks(requests: list[Any], group: ProcessGroup | None) -> None:

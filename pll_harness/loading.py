@@ -155,8 +155,8 @@ def load_masked_lm(
         if "Unrecognized configuration class" in str(error):
             raise ValueError(
                 f"{pretrained!r} is not a masked language model (no AutoModelForMaskedLM "
-                "class for its config). pll-mlm scores masked LMs; use lm-eval's `hf` model "
-                "for causal LMs."
+                "class for its config). pll-mlm scores masked LMs; "
+                f"{FOR_CAUSAL_LMS}"
             ) from error
         raise
     with explained_load_errors(tokenizer or pretrained):
@@ -215,6 +215,8 @@ MASKED_LM_HINT = (
     "with pll_harness and usable offline)"
 )
 CAUSAL_LM_HINT = "a causal LM (e.g. gpt2 on the Hub)"
+FOR_CAUSAL_LMS = "for causal LMs use lm-eval's `hf` model."
+"""The advice that ends every refusal of a model that is not a masked LM."""
 
 
 def _looks_like_a_path(name: str) -> bool:

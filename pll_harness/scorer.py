@@ -23,7 +23,7 @@ import numpy as np
 import torch
 
 from pll_harness.architectures import max_positions
-from pll_harness.arguments import check_known, check_string_pairs
+from pll_harness.arguments import TRANSFORMERS_ALIASES, check_known, check_string_pairs
 from pll_harness.collector import collector_paused
 from pll_harness.encoding import (
     Encodings,
@@ -34,7 +34,7 @@ from pll_harness.encoding import (
     whitespace_inside_words,
 )
 from pll_harness.heads import split_masked_lm
-from pll_harness.loading import LoadedModel, load_masked_lm, model_max_length
+from pll_harness.loading import FOR_CAUSAL_LMS, LoadedModel, load_masked_lm, model_max_length
 from pll_harness.metrics import DEFAULT_METRIC, get_metric
 from pll_harness.parts import PARTS_FROM, MadeAhead, in_parts, prepared_ahead, request_parts
 from pll_harness.planning import Batching, Work, WorkPlanner
@@ -262,15 +262,14 @@ class PLLScorer:
             raise ValueError(
                 f"The tokenizer of {type(model).__name__} has no mask token, so it cannot be "
                 "scored by pseudo-log-likelihood. pll-mlm needs a masked language model "
-                "(BERT, RoBERTa, DeBERTa, ELECTRA generator, ModernBERT, ...); for causal LMs "
-                "use lm-eval's `hf` model."
+                f"(BERT, RoBERTa, DeBERTa, ELECTRA generator, ModernBERT, ...); {FOR_CAUSAL_LMS}"
             )
         if _attends_causally(model):
             raise ValueError(
                 f"This {type(model).__name__} was built as a decoder (config.is_decoder): "
                 "each token sees only the tokens on its left, so a masked token never sees its "
                 "right context, which PLL needs. pll-mlm scores masked LMs built without it "
-                "(is_decoder false); for causal LMs use lm-eval's `hf` model."
+                f"(is_decoder false); {FOR_CAUSAL_LMS}"
             )
         self._vocab_size = _vocab_size(model)
         if tokenizer.mask_token_id >= self._vocab_size:
@@ -743,9 +742,9 @@ def _whole(done: float) -> int:
 
 SIZE_ARGUMENTS = ("max_batch_tokens", "batch_size", "max_length")
 
-ALIASES = {"max_batch_size": "batch_size", "torch_dtype": "dtype"}
+ALIASES = {"max_batch_size": "batch_size", **TRANSFORMERS_ALIASES}
 """Other tools' names for arguments of :meth:`PLLScorer.from_pretrained`: lm-eval's model
-argument and transformers' keyword."""
+argument and transformers' keywords."""
 
 
 def _loading_arguments() -> list[str]:

@@ -423,7 +423,7 @@ def diagnose_sentences(
 # --------------------------------------------------------------------------- plots
 
 
-def _panels(diag: Diagnosis, names: Sequence[str]) -> tuple[Any, Any]:
+def _panels(names: Sequence[str]) -> tuple[Any, Any]:
     plt = pyplot()
     fig, axes = plt.subplots(
         1, len(names), figsize=(3.3 * len(names), 3.3), squeeze=False, sharey=False
@@ -434,7 +434,7 @@ def _panels(diag: Diagnosis, names: Sequence[str]) -> tuple[Any, Any]:
 def plot_length(diag: Diagnosis) -> Any:
     """Figure 3A: −(P)LL against sentence length in tokens, one panel per metric (and the
     causal model); each dot is a sentence."""
-    fig, axes = _panels(diag, diag.series)
+    fig, axes = _panels(diag.series)
     for ax, name in zip(axes, diag.series, strict=True):
         column, lengths = diag.score_column(name), diag.length_column(name)
         x = [r[lengths] for r in diag.sentences]
@@ -452,7 +452,7 @@ def plot_length(diag: Diagnosis) -> Any:
 def plot_frequency(diag: Diagnosis) -> Any:
     """Figure 3B: word (P)LL in "My word is _" against log frequency; single-token words
     and multi-token words in separate colours (two scatter collections per panel)."""
-    fig, axes = _panels(diag, diag.series)
+    fig, axes = _panels(diag.series)
     for ax, name in zip(axes, diag.series, strict=True):
         column, pieces = diag.score_column(name), diag.length_column(name)
         for multi, color, label in ((False, "#4d4d4d", "1 token"), (True, "#d6604d", "2+ tokens")):
@@ -478,7 +478,7 @@ def plot_frequency(diag: Diagnosis) -> Any:
 def plot_causal(diag: Diagnosis) -> Any:
     """Figure 4: sentence PLL against the causal model's log-likelihood, one panel per
     metric; each dot is a sentence."""
-    fig, axes = _panels(diag, diag.metrics)
+    fig, axes = _panels(diag.metrics)
     for ax, name in zip(axes, diag.metrics, strict=True):
         x = [r["causal_logprob"] for r in diag.sentences]
         y = [r[pll_column(name)] for r in diag.sentences]
