@@ -22,6 +22,13 @@ FORMAT_BY_SUFFIX = {
 }
 """``.json`` files are read as JSON Lines, one record per line, as ``datasets`` reads them."""
 
+SENTENCE_FILE_FORMATS = ("txt", "csv", "tsv", "jsonl")
+"""What the tools read sentences from (here, not beside the reader, so that the command
+line can offer them without importing torch)."""
+
+SCORE_FILE_FORMATS = ("csv", "jsonl")
+"""What the tools write scores to."""
+
 
 def format_from_name(
     name: str | PurePath, compressions: tuple[str, ...] = COMPRESSION_SUFFIXES

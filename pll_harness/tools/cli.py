@@ -15,6 +15,7 @@ from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 
 from pll_harness.arguments import DTYPE_NAMES
+from pll_harness.file_formats import SCORE_FILE_FORMATS, SENTENCE_FILE_FORMATS
 from pll_harness.metrics import PLL_METRICS
 
 DESCRIPTION = """\
@@ -172,7 +173,7 @@ def add_score(commands: Subparsers) -> argparse.ArgumentParser:
     score.add_argument("--id-column", help="column/field to use as sentence id (default: row)")
     score.add_argument(
         "--input-format",
-        choices=["txt", "csv", "tsv", "jsonl"],
+        choices=SENTENCE_FILE_FORMATS,
         help="input format when the file name does not tell",
     )
     score.add_argument(
@@ -184,7 +185,7 @@ def add_score(commands: Subparsers) -> argparse.ArgumentParser:
     score.add_argument(
         "--format",
         dest="output_format",
-        choices=["csv", "jsonl"],
+        choices=SCORE_FILE_FORMATS,
         help="output format (default: from the --output suffix, else csv)",
     )
     score.add_argument(
@@ -314,7 +315,7 @@ def add_diagnose(commands: Subparsers) -> argparse.ArgumentParser:
 
 
 def run_diagnose(args: argparse.Namespace) -> None:
-    from pll_harness.tools.diagnose import diagnose
+    from pll_harness.tools.diagnose import REPORT, diagnose
 
     diagnose(
         args.model,
@@ -329,7 +330,7 @@ def run_diagnose(args: argparse.Namespace) -> None:
         overwrite=args.overwrite,
         chunk_size=args.chunk_size,
     )
-    report = os.path.join(args.output_dir, "report.md")
+    report = os.path.join(args.output_dir, REPORT)
     with open(report, encoding="utf-8") as handle:
         print(handle.read(), end="")
     print(f"\nreport: {report}", file=sys.stderr)

@@ -29,6 +29,7 @@ from typing import Any, BinaryIO
 
 from pll_harness.file_formats import (
     COMPRESSION_SUFFIXES,
+    SCORE_FILE_FORMATS,
     format_from_name,
     jsonl_text,
     lift_csv_field_limit,
@@ -43,9 +44,6 @@ ENCODING = "utf-8"
 ERRORS = "surrogateescape"
 """Undecodable bytes (a UTF-8 sequence cut in two) survive decoding and re-encoding, so
 character offsets map back to byte offsets exactly."""
-
-
-OUTPUT_FORMATS = ("csv", "jsonl")
 
 
 def record_format(
@@ -63,14 +61,14 @@ def record_format(
         )
     named = format_from_name(path) if path else None
     if explicit:
-        if explicit not in OUTPUT_FORMATS:
+        if explicit not in SCORE_FILE_FORMATS:
             raise ValueError(f"Unknown output format {explicit!r}: use csv or jsonl.")
         if named is not None and named != explicit:
             raise ValueError(f"{what} {path} is named .{named} but the format asked is {explicit}.")
         return explicit
     if not path:
         return "csv"
-    if named is not None and named not in OUTPUT_FORMATS:
+    if named is not None and named not in SCORE_FILE_FORMATS:
         raise ValueError(f"{what} {path}: outputs are .csv or .jsonl, not {named}.")
     return named or "csv"
 

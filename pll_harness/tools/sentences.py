@@ -18,6 +18,7 @@ from pll_harness.file_formats import (
     COMPRESSION_SUFFIXES,
     CSV_QUOTING_RULE,
     DELIMITERS,
+    SENTENCE_FILE_FORMATS,
     MalformedCSV,
     format_from_name,
     strict_csv_rows,
@@ -27,7 +28,6 @@ from pll_harness.scorer import check_sizes
 T = TypeVar("T")
 
 TEXT_COLUMNS = ("sentence", "text", "sent", "sentences")
-INPUT_FORMATS = ("txt", "csv", "tsv", "jsonl")
 SUPPORTED_INPUTS = (
     "text (one sentence per line: .txt or any other name), .csv, .tsv or JSON Lines "
     "(.jsonl, .json), each optionally gzipped (.gz), or - for standard input"
@@ -53,8 +53,10 @@ def detect_format(path: str | None, explicit: str | None = None) -> str:
     """``txt``, ``csv``, ``tsv`` or ``jsonl`` from ``explicit`` or the file name (``.gz``
     set aside); any other name is a text file, unless it says a binary format or another
     compression (``.parquet``, ``.bz2``), which is refused."""
-    if explicit and explicit not in INPUT_FORMATS:
-        raise ValueError(f"Unknown input format {explicit!r}: use txt, csv, tsv or jsonl.")
+    if explicit and explicit not in SENTENCE_FILE_FORMATS:
+        raise ValueError(
+            f"Unknown input format {explicit!r}: use {', '.join(SENTENCE_FILE_FORMATS)}."
+        )
     if path is not None and path != "-":
         _check_supported(path)
     if explicit:
@@ -62,7 +64,7 @@ def detect_format(path: str | None, explicit: str | None = None) -> str:
     if path is None or path == "-":
         return "txt"
     fmt = format_from_name(path, compressions=(".gz",))
-    return fmt if fmt in INPUT_FORMATS else "txt"
+    return fmt if fmt in SENTENCE_FILE_FORMATS else "txt"
 
 
 def _check_supported(path: str) -> None:
