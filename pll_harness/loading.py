@@ -165,6 +165,7 @@ def load_masked_lm(
             revision=revision or "main",
             trust_remote_code=trust_remote_code,
         )
+    refuse_a_tokenizer_without_vocabulary(tok, tokenizer or pretrained)
     if device_map is None:
         model = model.to(target)
     else:
@@ -217,6 +218,24 @@ MASKED_LM_HINT = (
 CAUSAL_LM_HINT = "a causal LM (e.g. gpt2 on the Hub)"
 FOR_CAUSAL_LMS = "for causal LMs use lm-eval's `hf` model."
 """The advice that ends every refusal of a model that is not a masked LM."""
+
+
+def refuse_a_tokenizer_without_vocabulary(tokenizer: Any, name: str) -> None:
+    """Refuse a tokenizer that knows no token but its special and added ones.
+
+    transformers builds one, without a word of warning, from a folder that holds a
+    checkpoint's config and weights but none of its tokenizer files: every word then
+    becomes the unknown token, so both sentences of a pair read the same and every score
+    is wrong."""
+    if len(tokenizer) > len(tokenizer.added_tokens_decoder):
+        return
+    raise ValueError(
+        f"{name} holds no tokenizer files (tokenizer.json, vocab.txt, merges.txt, ...): the "
+        f"tokenizer transformers built from it knows only its {len(tokenizer)} special "
+        "tokens, so every word would be scored as an unknown token. Save the checkpoint's "
+        "tokenizer into the folder (tokenizer.save_pretrained), or, in lm-eval, name one "
+        "with the model argument tokenizer=."
+    )
 
 
 def _looks_like_a_path(name: str) -> bool:

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import logging
+import shutil
+from pathlib import Path
 
 import pytest
 import torch
@@ -92,6 +94,19 @@ def test_a_folder_that_is_not_a_checkpoint(tmp_path):
     (tmp_path / "weights.bin").write_bytes(b"")
     with pytest.raises(ValueError, match="is a file"):
         loading.load_masked_lm(str(tmp_path / "weights.bin"), device="cpu")
+
+
+@pytest.mark.parametrize("fixture", ["tiny_bert_dir", "tiny_roberta_dir"])
+def test_a_checkpoint_without_its_tokenizer_files_is_refused(fixture, request, tmp_path):
+    """transformers builds a tokenizer of special tokens only from such a folder, which
+    reads every word as the unknown token: every pair of a task would tie."""
+    source = request.getfixturevalue(fixture)
+    for name in ("config.json", "model.safetensors"):
+        shutil.copy(Path(source) / name, tmp_path / name)
+    with pytest.raises(ValueError, match=r"holds no tokenizer files.*tokenizer="):
+        loading.load_masked_lm(str(tmp_path), device="cpu")
+    loaded = loading.load_masked_lm(str(tmp_path), tokenizer=source, device="cpu")
+    assert loaded.tokenizer.tokenize("The cat sat.")[0] == "The"
 
 
 def test_a_revision_of_a_local_folder_is_refused(tiny_bert_dir):

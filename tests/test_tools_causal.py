@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import shutil
 
 import pytest
 from tools_support import causal_reference
@@ -66,6 +67,14 @@ def test_words_break_at_spaces_when_the_tokenizer_does_not_pre_tokenize(tiny_lla
         words = words_of(scorer.tokenizer, tokens, scorer.word_ids(text))
         assert [word for word, _ in words] == expected
         assert sum(n for _, n in words) == len(tokens)
+
+
+def test_a_checkpoint_without_its_tokenizer_files_is_refused(tiny_gpt2, tmp_path):
+    """Its tokenizer would give no token of a sentence at all."""
+    for name in ("config.json", "model.safetensors"):
+        shutil.copy(tiny_gpt2 / name, tmp_path / name)
+    with pytest.raises(ValueError, match="holds no tokenizer files"):
+        CausalScorer(str(tmp_path), device="cpu")
 
 
 def test_a_masked_lm_is_refused(tiny_model_dir):

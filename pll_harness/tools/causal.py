@@ -49,6 +49,7 @@ class CausalScorer:
             CAUSAL_LM_HINT,
             check_model_source,
             explained_load_errors,
+            refuse_a_tokenizer_without_vocabulary,
             resolve_device,
         )
 
@@ -62,6 +63,7 @@ class CausalScorer:
             loaded = AutoModelForCausalLM.from_pretrained(
                 model, trust_remote_code=trust_remote_code, dtype=torch.float32
             )
+        refuse_a_tokenizer_without_vocabulary(self.tokenizer, model)
         self.model = loaded.to(self.device).eval()
         if not self._sees_only_the_past():
             raise ValueError(
