@@ -284,7 +284,7 @@ def test_rows_are_keyed_by_checkpoint_and_scoring_settings(tmp_path, capsys):
         "0.9",
         "0.7",
     )
-    assert merged["settings"] == "dtype=auto,pll_metric=original"
+    assert merged["settings"] == "dtype=auto,pll_metric=original,revision=main"
     assert rows["run1/final (original, dtype=float16)"]["blimp_pll"] == "0.85"
     assert rows["models/gpt2 (hf)"]["pretrained"] == "/models/gpt2"
     assert "warning" not in capsys.readouterr().err
@@ -311,7 +311,12 @@ def test_rows_follow_the_settings_the_model_recorded(tmp_path):
     merged = runs["run1 (word_l2r, dtype=float32)"]
     assert merged.scores["blimp_pll"]["acc"] == 0.9
     assert merged.scores["eventsadapt_pll"]["acc"] == 0.7
-    assert merged.settings == {"pll_metric": "word_l2r", "dtype": "float32", "max_length": "512"}
+    assert merged.settings == {
+        "pll_metric": "word_l2r",
+        "dtype": "float32",
+        "max_length": "512",
+        "revision": "main",
+    }
 
     # one folder name in two places: two rows, told apart by the recorded paths
     elsewhere = {**recorded, "model_checkpoint": "/other/run1"}
@@ -322,6 +327,51 @@ def test_rows_follow_the_settings_the_model_recorded(tmp_path):
         "ckpt/run1 (word_l2r, dtype=float32)",
         "other/run1 (word_l2r)",
     ]
+
+
+def test_runs_from_python_are_rows_of_their_recorded_metric(tmp_path, capsys):
+    """``simple_evaluate(model=PLLMaskedLM(...))`` records no ``model_args``, only the model
+    object's class and what the model wrote itself: two metrics are still two rows, and
+    the same as a command-line run of that metric."""
+    folder = tmp_path / "res"
+    for metric, acc in (("word_l2r", 0.9), ("original", 0.6)):
+        recorded = {"model_checkpoint": "/ckpt/run1", "pll_metric": metric}
+        _result(folder, metric, "PLLMaskedLM", None, {"blimp_pll": acc}, recorded=recorded)
+    cli = {"model_checkpoint": "/ckpt/run1", "pll_metric": "original"}
+    args = "pretrained=/ckpt/run1,pll_metric=original"
+    _result(folder, "cli", "pll-mlm", args, {"eventsadapt_pll": 0.5}, recorded=cli)
+    runs = {run.label: run for run in load_runs([folder])}
+    assert sorted(runs) == ["run1 (original)", "run1 (word_l2r)"]
+    assert runs["run1 (word_l2r)"].scores["blimp_pll"]["acc"] == 0.9
+    original = runs["run1 (original)"].scores
+    assert (original["blimp_pll"]["acc"], original["eventsadapt_pll"]["acc"]) == (0.6, 0.5)
+    assert "different values" not in capsys.readouterr().err
+
+
+def test_a_task_with_examples_before_each_item_is_its_own_column(tmp_path, capsys):
+    """The same task 0-shot and 5-shot never shares a cell: one would silently replace
+    the other.  A group's members carry the group's count, so the group stays one column."""
+    folder = tmp_path / "res"
+    _result(folder, "zero", "hf", "pretrained=gpt2", {"arc_easy": 0.4})
+    five = _result(folder, "five", "hf", "pretrained=gpt2", {"arc_easy": 0.7, "mmlu": 0.3}, 2.0)
+    data = json.loads(five.read_text())
+    data["n-shot"] = {"arc_easy": 5, "mmlu": 5, "mmlu_anatomy": 5}
+    data["group_subtasks"] = {"mmlu": ["mmlu_anatomy"]}
+    data["results"]["mmlu_anatomy"] = {"acc,none": 0.2}
+    five.write_text(json.dumps(data))
+    board = build_leaderboard(load_runs([folder]))
+    assert [c.header for c in board.columns] == ["arc_easy", "arc_easy (5-shot)", "mmlu (5-shot)"]
+    (run,) = board.runs
+    assert run.scores["arc_easy"]["acc"] == 0.4 and run.scores["arc_easy (5-shot)"]["acc"] == 0.7
+    assert "different values" not in capsys.readouterr().err
+
+
+def test_the_default_revision_written_out_is_the_same_row(tmp_path):
+    folder = tmp_path / "res"
+    _result(folder, "a", "pll-mlm", "pretrained=bert-base-cased", {"blimp_pll": 0.8})
+    args = "pretrained=bert-base-cased,revision=main"
+    _result(folder, "b", "pll-mlm", args, {"eventsadapt_pll": 0.6})
+    assert [run.label for run in load_runs([folder])] == ["bert-base-cased (word_l2r)"]
 
 
 def test_one_task_twice_in_a_row_warns_and_the_newer_file_wins(tmp_path, capsys):
@@ -387,6 +437,13 @@ def test_a_broken_result_file_is_named(results_dir, tmp_path, capsys):
     err = capsys.readouterr().err
     assert str(broken) in err and "cut short" in err and "Expecting value" in err
     assert not (tmp_path / "lb").exists()
+
+
+def test_a_file_that_is_not_json_is_not_called_cut_short(tmp_path):
+    sentences = tmp_path / "s.txt"
+    sentences.write_text("The cat sat.\n")
+    with pytest.raises(ValueError, match=r"s\.txt is not an lm-eval result file \(not JSON\)"):
+        load_runs([sentences])
 
 
 def test_no_result_files_or_a_foreign_json_is_an_error(tmp_path):

@@ -72,17 +72,26 @@ NON_SCORING_ARGS = frozenset(
 (batch sizes change float rounding only): runs that differ only in these share a row."""
 
 DEFAULT_ARGS: dict[str, dict[str, str]] = {
-    "pll-mlm": {"pll_metric": DEFAULT_METRIC, "dtype": "auto"},
-    "hf": {"dtype": "auto"},
+    "pll-mlm": {"pll_metric": DEFAULT_METRIC, "dtype": "auto", "revision": "main"},
+    "hf": {"dtype": "auto", "revision": "main"},
 }
 """What a model type takes for an argument left out, so that leaving out ``dtype=auto``
 and writing it is one row rather than two."""
 
-RECORDED_ARGS: dict[str, str] = {"dtype": "model_dtype", "max_length": "pll_max_length"}
+RECORDED_ARGS: dict[str, str] = {
+    "dtype": "model_dtype",
+    "max_length": "pll_max_length",
+    "pll_metric": "pll_metric",
+}
 """``model_args`` whose value in effect the model writes into the results' ``config``
-(lm-eval's ``hf`` and our ``pll-mlm`` record ``model_dtype``, ours ``pll_max_length``):
-where recorded, that value defines the row, so ``dtype=auto`` and the dtype it resolved
-to, or ``max_length`` left at its default and written out, are one row."""
+(lm-eval's ``hf`` and our ``pll-mlm`` record ``model_dtype``, ours ``pll_max_length`` and
+``pll_metric``): where recorded, that value defines the row, so ``dtype=auto`` and the
+dtype it resolved to, or ``max_length`` left at its default and written out, are one row,
+and a run from Python, whose results hold no ``model_args``, still has its metric."""
+
+MODEL_TYPES: dict[str, str] = {"PLLMaskedLM": "pll-mlm"}
+"""The model type lm-eval records for a model object handed to ``simple_evaluate`` (its
+class name), as the ``--model`` name that builds the same model."""
 
 
 @dataclass
@@ -184,6 +193,7 @@ def describe_run(data: dict[str, Any]) -> ModelRun:
     (the label it keeps where no other row shares that name)."""
     config = data.get("config") or {}
     model_type = str(config.get("model") or "unknown")
+    model_type = MODEL_TYPES.get(model_type, model_type)
     args = _model_args(config)
     pretrained = str(args.get("pretrained") or args.get("model") or data.get("model_name") or "?")
     settings = DEFAULT_ARGS.get(model_type, {}) | {
@@ -215,8 +225,14 @@ def _read_result_file(path: Path) -> dict[str, Any]:
     """One result file's JSON, or an error that names the file: among a folder of runs, a
     bare JSON error would not say which one is cut short."""
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
+        text = path.read_bytes().decode("utf-8")
+        data = json.loads(text)
     except ValueError as error:  # JSONDecodeError and UnicodeDecodeError
+        if not isinstance(error, json.JSONDecodeError) or not text.lstrip().startswith("{"):
+            raise ValueError(
+                f"{path} is not an lm-eval result file (not JSON): give the results_*.json "
+                "files that lm_eval --output_path writes, or their folders."
+            ) from error
         raise ValueError(
             f"{path} is not valid JSON ({error}); a run killed or still writing leaves its "
             "result file cut short. Re-run it, or move the file out of the way."
@@ -235,6 +251,17 @@ def _read_result_file(path: Path) -> dict[str, Any]:
             "since 1970 (which orders the files)."
         )
     return data
+
+
+def _with_shots(task: str, shots: dict[str, Any], name: str | None = None) -> str:
+    """``task`` as a column knows it: ``arc_easy (5-shot)`` where the run showed examples
+    before each item (lm-eval's ``n-shot`` of ``name``, by default ``task``), so that the
+    same task scored with and without them never shares a cell.  The packaged tasks are
+    always 0-shot."""
+    count = shots.get(task if name is None else name)
+    if isinstance(count, int) and not isinstance(count, bool) and count > 0:
+        return f"{task} ({count}-shot)"
+    return task
 
 
 def _differing(old: dict[str, float], new: dict[str, float]) -> str | None:
@@ -312,9 +339,12 @@ def load_runs(paths: Iterable[str | Path]) -> list[ModelRun]:
         fresh = describe_run(data)
         run = runs.setdefault(fresh.key, fresh)
         run.files.append(path)
-        run.members.update(t for ts in (data.get("group_subtasks") or {}).values() for t in ts)
+        shots = data.get("n-shot") or {}
+        run.members.update(
+            _with_shots(t, shots) for ts in (data.get("group_subtasks") or {}).values() for t in ts
+        )
         for name, values in data["results"].items():
-            task, numbers = ALIASES.get(name, name), _numbers(values)
+            task, numbers = _with_shots(ALIASES.get(name, name), shots, name), _numbers(values)
             before = source.get((run.key, task))
             if before is not None and before[1] != path:
                 difference = _differing(before[2], numbers)
