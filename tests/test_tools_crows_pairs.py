@@ -60,6 +60,19 @@ def test_a_file_without_pairs_says_so(tmp_path, text):
         read_pairs(str(path))
 
 
+@pytest.mark.parametrize("direction", ["Stereo", "anti-stereo", "Antistereo"])
+def test_a_direction_the_source_does_not_write_is_refused(tmp_path, direction):
+    """Such a pair would count in no direction's row, and an antistereo one would not be
+    turned round for the paper's alignment."""
+    path = tmp_path / "pairs.csv"
+    rows = f"Women are bad.,Men are bad.,stereo\nMen cry.,Women cry.,{direction}\n"
+    path.write_text("sent_more,sent_less,stereo_antistereo\n" + rows)
+    with pytest.raises(ValueError, match=f"row 2 has stereo_antistereo {direction!r}"):
+        read_pairs(str(path))
+    path.write_text("sent_more,sent_less,stereo_antistereo\nWomen are bad.,Men are bad.,\n")
+    assert read_pairs(str(path))[0].direction == ""
+
+
 def test_scores_are_the_shared_token_scores(tiny_bert_dir):
     results = score_pairs(PAIRS, tiny_bert_dir, "original,word_l2r", device="cpu")
     for metric in ("original", "word_l2r"):

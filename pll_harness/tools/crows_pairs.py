@@ -82,10 +82,24 @@ def read_pairs(path: str | None = None) -> list[Pair]:
             sent_more=row_text(path, index + 1, row, "sent_more"),
             sent_less=row_text(path, index + 1, row, "sent_less"),
             bias_type=str(row.get("bias_type") or ""),
-            direction=str(row.get("stereo_antistereo") or ""),
+            direction=_direction(path, index + 1, row),
         )
         for index, row in enumerate(rows)
     ]
+
+
+def _direction(path: str, line: int, row: dict[str, Any]) -> str:
+    """The row's ``stereo_antistereo``, empty where the file has none.  Any value but the
+    source's two is refused: such a pair would be in no direction's row, and an antistereo
+    pair spelt otherwise (``Antistereo``) would not be put in the order the paper's score
+    aligns, which changes its shared tokens and so its score."""
+    direction = str(row.get("stereo_antistereo") or "").strip()
+    if direction and direction not in DIRECTIONS:
+        raise ValueError(
+            f"{path}: row {line} has stereo_antistereo {direction!r}; CrowS-Pairs writes "
+            f"{' or '.join(map(repr, DIRECTIONS))} (or leave the cell empty)."
+        )
+    return direction
 
 
 def pair_columns(metrics: Sequence[str]) -> list[str]:
