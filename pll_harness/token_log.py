@@ -39,6 +39,10 @@ class TokenLog:
 
     def __init__(self, path: Path, mode: str) -> None:
         check_mode(mode)
+        if path.is_dir():
+            raise ValueError(
+                f"token_log={path} is a folder; name a file in it, such as {path / 'tokens.jsonl'}."
+            )
         self.path = path
         self._made_folders = [folder for folder in path.parents if not folder.exists()]
         path.parent.mkdir(parents=True, exist_ok=True)

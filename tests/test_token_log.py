@@ -47,3 +47,11 @@ def test_discard_removes_only_an_empty_log_this_run_created(tmp_path):
     log.write([{"n": 1}])
     log.discard()
     assert written.read_text() == '{"n": 1}\n'
+
+
+@pytest.mark.parametrize("mode", ["new", "overwrite", "append"])
+def test_a_folder_is_refused_with_a_file_name_to_use(tmp_path, mode):
+    """open() would fail with a bare errno (File exists, Is a directory)."""
+    with pytest.raises(ValueError, match=r"is a folder; name a file in it, such as .*tokens"):
+        TokenLog(tmp_path, mode)
+    assert list(tmp_path.iterdir()) == []
