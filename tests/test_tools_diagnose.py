@@ -403,7 +403,7 @@ def test_a_diagnosis_folder_of_other_sentences_is_refused_or_overwritten(tiny_be
         diagnose(tiny_bert_dir, str(second), out, metrics="original")
     assert (out / "sentences.csv").read_bytes() == written
     (out / "sentences.csv").unlink()
-    with pytest.raises(ValueError, match="another dataset"):
+    with pytest.raises(ValueError, match=r"another dataset, or .*a larger --limit"):
         diagnose(tiny_bert_dir, str(second), out, metrics="original")
     # words.csv is checked before any sentence is scored and written
     assert not (out / "sentences.csv").exists()

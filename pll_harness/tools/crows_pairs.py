@@ -202,10 +202,15 @@ def _written(
         if pair is None or any(
             str(record[column]) != value for column, value in _pair_fields(pair).items()
         ):
-            what = "which this input does not have" if pair is None else "with other fields"
+            why = (
+                "which this input does not have; it was written for another input, or for "
+                "more of this one (a larger --limit: give that --limit again to resume it)"
+                if pair is None
+                else "with other fields; it was written for another input"
+            )
             raise ValueError(
-                f"{record_file.path} holds pair id {ident} {what}; it was written for another "
-                "input. Use --overwrite or another output file."
+                f"{record_file.path} holds pair id {ident} {why}. Use --overwrite or another "
+                "output file."
             )
         done[ident] = PairScores(
             pair,

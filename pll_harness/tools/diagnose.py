@@ -318,8 +318,9 @@ def _open_word_table(
         table.close()
         raise ValueError(
             f"{path} holds {len(foreign)} words that these sentences do not have (e.g. "
-            f"{min(foreign)!r}); it was written for another dataset. Use --overwrite "
-            "or another output folder."
+            f"{min(foreign)!r}); it was written for another dataset, or for more of this one "
+            "(a larger --limit: give that --limit again to resume it). Use --overwrite or "
+            "another output folder."
         )
     return table
 
