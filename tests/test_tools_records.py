@@ -22,3 +22,17 @@ def test_fields_follow_the_columns():
     with_causal = score_fields(per_metric, 0, [_score(-5.0, n_tokens=4), _score(-6.0)])
     assert list(with_causal) == score_columns(["original", "word_l2r"], causal=True)
     assert (with_causal["causal_logprob"], with_causal["causal_n_tokens"]) == (-5.0, 4)
+
+
+def test_the_packaged_demo_model_is_recorded_with_its_files(monkeypatch, tmp_path):
+    """A later version of the package ships pll-demo trained again under the same name:
+    an output resumed across that upgrade must not mix the two models' scores.  A hub
+    name, which has no files here, reads as given."""
+    from pll_harness.models import DEMO_MODEL_DIR
+    from pll_harness.provenance import folder_fingerprint
+    from pll_harness.tools.records import scoring_model
+
+    monkeypatch.chdir(tmp_path)  # no local folder named pll-demo
+    label = f"pll-demo files={folder_fingerprint(str(DEMO_MODEL_DIR))}"
+    assert scoring_model("pll-demo") == scoring_model(str(DEMO_MODEL_DIR)) == label
+    assert scoring_model("bert-base-cased", "bfloat16") == "bert-base-cased dtype=bfloat16"

@@ -8,7 +8,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from pll_harness.loading import model_identity
-from pll_harness.models import DEMO_MODEL_NAME
+from pll_harness.models import DEMO_MODEL_DIR, DEMO_MODEL_NAME
 from pll_harness.provenance import folder_fingerprint
 
 CAUSAL_COLUMNS = ("causal_model", "causal_logprob", "causal_n_tokens")
@@ -57,18 +57,19 @@ def scoring_model(model: str, dtype: str | None = "auto", max_length: int | None
     local folder, a digest of its files (``files=...``, :func:`folder_fingerprint`), since
     a model saved again into the folder keeps its path; then each setting that changes its
     numbers and is not the default (``dtype=bfloat16``, ``max_length=128``).  A file
-    scored with the defaults by a hub model or ``pll-demo`` reads as before, and a resumed
-    file never mixes two models' or two settings' scores."""
+    scored with the defaults by a hub model reads as before, and a resumed file never
+    mixes two models' or two settings' scores."""
     settings = {"dtype": None if dtype in (None, "auto") else dtype, "max_length": max_length}
     given = "".join(f" {name}={value}" for name, value in settings.items() if value is not None)
     return _identity_and_files(model) + given
 
 
 def _identity_and_files(model: str) -> str:
-    """:func:`model_identity`, and for a local folder other than the packaged demo model
-    the digest of its files."""
+    """:func:`model_identity`, and for a local folder the digest of its files.  The
+    packaged demo model's too: a later version of the package ships a model trained
+    again under the same name."""
     identity = model_identity(model)
-    files = None if identity == DEMO_MODEL_NAME else folder_fingerprint(model)
+    files = folder_fingerprint(str(DEMO_MODEL_DIR) if identity == DEMO_MODEL_NAME else model)
     return identity if files is None else f"{identity} files={files}"
 
 
