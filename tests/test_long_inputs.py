@@ -27,10 +27,10 @@ from lm_eval.api.instance import Instance
 from reference_pll import float64_model, masked_set
 from transformers import AutoModelForMaskedLM, AutoTokenizer
 
+from pll_harness.cli import main as cli_main
 from pll_harness.lm import PLLMaskedLM
 from pll_harness.metrics import PLL_METRICS
 from pll_harness.scorer import PLLScorer
-from pll_harness.tools.cli import main as cli_main
 
 TOKEN_TOLERANCE = 2e-5
 

@@ -19,9 +19,9 @@ from lm_eval.utils import handle_non_serializable
 from test_tasks_eval import RECIPE, ScriptedLM
 from tools_support import assert_png
 
+from pll_harness.cli import main
 from pll_harness.task_paths import TASK_DIR
 from pll_harness.tasks.catalog import ZORRO_PHENOMENA
-from pll_harness.tools.cli import main
 from pll_harness.tools.compare import (
     build_leaderboard,
     compare,

@@ -15,11 +15,11 @@ from pathlib import Path
 
 import pytest
 
+from pll_harness.cli import main
 from pll_harness.file_lock import lock
 from pll_harness.provenance import folder_fingerprint
 from pll_harness.scorer import PLLScorer
 from pll_harness.shared_tokens import score_shared_tokens
-from pll_harness.tools.cli import main
 from pll_harness.tools.crows_pairs import (
     PAIR_COLUMNS,
     Pair,
@@ -293,7 +293,7 @@ def test_sigterm_keeps_the_pairs_written_and_the_rerun_finishes(tiny_bert_dir, t
     pairs = read_pairs()[:RUN_PAIRS]
     data = _write_pairs(tmp_path / "pairs.csv", pairs)
     out = tmp_path / "scores.csv"
-    command = [sys.executable, "-m", "pll_harness.tools.cli", "crows-pairs", "-m", tiny_bert_dir]
+    command = [sys.executable, "-m", "pll_harness.cli", "crows-pairs", "-m", tiny_bert_dir]
     options = ["--metric", "original", "--device", "cpu", "--chunk-size", "4", "--no-progress"]
     process = subprocess.Popen(
         [*command, *options, "--pairs", str(data), "-o", str(out)],

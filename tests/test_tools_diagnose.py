@@ -8,10 +8,10 @@ import math
 import pytest
 from tools_support import assert_png, causal_reference
 
+from pll_harness.cli import main
 from pll_harness.metrics import PLL_METRICS
 from pll_harness.scorer import PLLScorer
 from pll_harness.tools.causal import CausalScorer
-from pll_harness.tools.cli import main
 from pll_harness.tools.diagnose import (
     WORD_CONTEXT,
     Diagnosis,

@@ -8,9 +8,9 @@ import math
 import pytest
 from tools_support import assert_png
 
+from pll_harness.cli import main
 from pll_harness.metrics import PLL_METRICS
 from pll_harness.scorer import PLLScorer
-from pll_harness.tools.cli import main
 from pll_harness.tools.explain import (
     Explanation,
     align,

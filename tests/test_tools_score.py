@@ -15,10 +15,10 @@ from pathlib import Path
 import pytest
 from tools_support import causal_reference
 
+from pll_harness.cli import main
 from pll_harness.metrics import PLL_METRICS
 from pll_harness.provenance import folder_fingerprint
 from pll_harness.scorer import PLLScorer
-from pll_harness.tools.cli import main
 from pll_harness.tools.models import MLMScorers
 from pll_harness.tools.resumable import csv_text
 from pll_harness.tools.score import score_file
@@ -473,7 +473,7 @@ def _start_score(model: str, data: Path, out: Path, *options: str) -> subprocess
     import signal
 
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "OMP_NUM_THREADS": "1"}
-    command = [sys.executable, "-m", "pll_harness.tools.cli", "score", "-m", model]
+    command = [sys.executable, "-m", "pll_harness.cli", "score", "-m", model]
     return subprocess.Popen(
         [*command, "--metric", "word_l2r", "--no-progress", str(data), "-o", str(out), *options],
         env=env,
