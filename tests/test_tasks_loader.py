@@ -5,6 +5,7 @@ from __future__ import annotations
 import gzip
 import io
 import json
+import logging
 import math
 import re
 from collections.abc import Callable
@@ -373,10 +374,16 @@ def test_strict_accuracy_counts_ties_as_wrong(good: float, bad: float, acc: floa
     assert out == {"acc": acc, "score_diff": good - bad}
 
 
-def test_nan_scores_are_wrong_not_right() -> None:
-    out = mp.process_minimal_pair({}, [(math.nan, False), (-1.0, False)])
+def test_nan_scores_are_wrong_not_right_and_said_once(monkeypatch, caplog) -> None:
+    monkeypatch.setattr(mp, "_warned", set())
+    with caplog.at_level(logging.WARNING, logger="lm_eval.pll_harness"):
+        assert mp.process_minimal_pair({}, [(-2.0, False), (-1.0, False)])["acc"] == 0.0
+        assert caplog.text == ""
+        out = mp.process_minimal_pair({}, [(math.nan, False), (-1.0, False)])
+        mp.process_stereotype_pair({}, [(-1.0, False), (math.nan, False)])
     assert out["acc"] == 0.0
     assert math.isnan(out["score_diff"])
+    assert caplog.text.count("NaN log-likelihood") == 1
 
 
 def test_preference_counts_strictly_first() -> None:

@@ -22,6 +22,7 @@ import hashlib
 import io
 import itertools
 import logging
+import math
 import weakref
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
@@ -73,6 +74,10 @@ def _quiet_lm_eval_task_logger() -> None:
 
 
 _quiet_lm_eval_task_logger()
+
+logger = logging.getLogger(f"lm_eval.{__name__}")
+_warned: set[str] = set()
+"""The cases already reported by this process."""
 
 
 # --------------------------------------------------------------------------- loading
@@ -509,11 +514,22 @@ def preference_pair_choices(doc: Mapping[str, Any]) -> list[str]:
 
 
 def pair_scores(results: Sequence[Any]) -> tuple[float, float]:
-    """The two log-likelihoods from lm-eval's per-choice ``(loglikelihood, is_greedy)``."""
+    """The two log-likelihoods from lm-eval's per-choice ``(loglikelihood, is_greedy)``.
+
+    A NaN (a float16 overflow in the model, most often) is said once: the pair counts as
+    wrong, which alone would pass for a plausible accuracy; only ``score_diff`` shows it."""
     if len(results) != 2:
         raise ValueError(f"expected scores for 2 sentences, got {len(results)}")
-    first, second = (r[0] if isinstance(r, (tuple, list)) else r for r in results)
-    return float(first), float(second)
+    first, second = (float(r[0] if isinstance(r, (tuple, list)) else r) for r in results)
+    if (math.isnan(first) or math.isnan(second)) and "nan" not in _warned:
+        _warned.add("nan")
+        logger.warning(
+            "The model gave a NaN log-likelihood for a sentence of a pair: such a pair "
+            "counts as wrong (acc, first_preferred and pct_stereotype 0) and makes score_diff "
+            "nan. A float16 overflow is the usual cause: score in bfloat16 or float32. "
+            "Further cases are not reported."
+        )
+    return first, second
 
 
 def process_minimal_pair(doc: Mapping[str, Any], results: Sequence[Any]) -> dict[str, float]:
