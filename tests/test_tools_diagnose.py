@@ -200,6 +200,8 @@ def test_the_best_metric_is_bold_at_the_precision_shown():
     assert "| PLL-word-l2r | **0.30** | -0.30 | **0.30** | -10.00 |" in report
     assert "| PLL-whole-word | 0.20 | **-0.20** | 0.20 | -10.00 |" in report
     assert "| causal LL (gpt2) | 0.90 | -0.90 | – | -10.00 |" in report
+    # the word test is English whatever the sentences' language: the report says so
+    assert "English context “My word is _” against English frequencies" in report
 
 
 def test_diagnose_file_without_causal_and_cli(tiny_roberta_dir, tmp_path, capsys):

@@ -511,7 +511,7 @@ def report_markdown(diag: Diagnosis, images: dict[str, str]) -> str:
         "",
         f"Dataset: **{diag.dataset}**, {len(diag.sentences)} sentences, "
         f"{mlm['words']} words ({mlm['types']} distinct); {len(diag.words)} distinct words "
-        f"scored in the context “{WORD_CONTEXT}_”"
+        f"scored in the English context “{WORD_CONTEXT}_” against English frequencies"
         + (
             f" ({diag.words_without_frequency} more have no wordfreq frequency and are left out)"
             if diag.words_without_frequency
