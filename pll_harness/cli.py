@@ -54,6 +54,14 @@ METRIC_HELP = (
 Subparsers = argparse._SubParsersAction
 
 
+def path(text: str) -> str:
+    """An argparse type: a file or folder name, not empty.  An empty ``-o ""`` (a shell
+    variable left unset) would otherwise read as no output at all: stdout, no resume."""
+    if not text.strip():
+        raise argparse.ArgumentTypeError("is empty; give a file or folder name")
+    return text
+
+
 def positive_int(text: str) -> int:
     """An argparse type: a whole number of at least 1, or a usage error that says so."""
     try:
@@ -168,7 +176,9 @@ def add_score(commands: Subparsers) -> argparse.ArgumentParser:
     )
     _add_model_options(score)
     _add_causal_option(score)
-    score.add_argument("file", metavar="FILE", help="sentences: .txt, .csv, .tsv, .jsonl or -")
+    score.add_argument(
+        "file", type=path, metavar="FILE", help="sentences: .txt, .csv, .tsv, .jsonl or -"
+    )
     score.add_argument("--column", help="column/field holding the sentences (CSV, JSONL)")
     score.add_argument("--id-column", help="column/field to use as sentence id (default: row)")
     score.add_argument(
@@ -180,6 +190,7 @@ def add_score(commands: Subparsers) -> argparse.ArgumentParser:
         "--output",
         "-o",
         metavar="PATH",
+        type=path,
         help="output file (.csv or .jsonl); default: CSV on stdout (not resumable)",
     )
     score.add_argument(
@@ -192,6 +203,7 @@ def add_score(commands: Subparsers) -> argparse.ArgumentParser:
         "--tokens",
         dest="token_output",
         metavar="PATH",
+        type=path,
         help="with CSV output: also write per-token scores here",
     )
     _add_resume_options(score, "sentences")
@@ -245,7 +257,9 @@ def add_explain(commands: Subparsers) -> argparse.ArgumentParser:
     )
     _add_model_options(explain)
     explain.add_argument("sentences", nargs="+", metavar="SENTENCE", help="one or two sentences")
-    explain.add_argument("--plot", metavar="PNG", help="draw the per-token bar chart here")
+    explain.add_argument(
+        "--plot", type=path, metavar="PNG", help="draw the per-token bar chart here"
+    )
     explain.add_argument("--json", action="store_true", help="print JSON instead of tables")
     return explain
 
@@ -296,6 +310,7 @@ def add_diagnose(commands: Subparsers) -> argparse.ArgumentParser:
     _add_causal_option(diagnose)
     diagnose.add_argument(
         "--dataset",
+        type=path,
         default="eventsadapt",
         help="'eventsadapt' (packaged, 1564 sentences) or a sentence file "
         "as for score (default: eventsadapt)",
@@ -307,6 +322,7 @@ def add_diagnose(commands: Subparsers) -> argparse.ArgumentParser:
         "-o",
         default="pll-diagnosis",
         metavar="DIR",
+        type=path,
         help="folder for the report (default: pll-diagnosis)",
     )
     _add_resume_options(diagnose, "sentences or words")
@@ -361,6 +377,7 @@ def add_compare(commands: Subparsers) -> argparse.ArgumentParser:
         "-o",
         default="pll-leaderboard",
         metavar="DIR",
+        type=path,
         help="folder for the outputs (default: pll-leaderboard)",
     )
     compare.add_argument(
@@ -412,6 +429,7 @@ def add_crows_pairs(commands: Subparsers) -> argparse.ArgumentParser:
     crows.add_argument(
         "--pairs",
         metavar="FILE",
+        type=path,
         help="CSV/TSV/JSONL with sent_more and sent_less (and bias_type, stereo_antistereo); "
         "default: the packaged CrowS-Pairs, 1,508 pairs",
     )
@@ -419,6 +437,7 @@ def add_crows_pairs(commands: Subparsers) -> argparse.ArgumentParser:
         "--output",
         "-o",
         metavar="PATH",
+        type=path,
         help="write every pair's scores here, .csv or .jsonl by the name",
     )
     _add_limit_option(crows, "pairs")

@@ -90,3 +90,25 @@ def test_the_command_line_imports_no_torch_until_a_command_runs():
     )
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert done.stdout.strip() == "[]", done.stderr
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["score", "-m", "m", "in.txt", "-o", ""],
+        ["score", "-m", "m", "in.txt", "-o", "s.csv", "--tokens", " "],
+        ["score", "-m", "m", ""],
+        ["diagnose", "-m", "m", "--dataset", ""],
+        ["diagnose", "-m", "m", "-o", ""],
+        ["explain", "-m", "m", "A cat.", "--plot", ""],
+        ["compare", "r/", "-o", ""],
+        ["crows-pairs", "-m", "m", "--pairs", ""],
+        ["crows-pairs", "-m", "m", "-o", ""],
+    ],
+)
+def test_an_empty_path_is_a_usage_error(argv, capsys):
+    """``-o "$OUT"`` with OUT unset: score wrote to stdout, with nothing to resume."""
+    with pytest.raises(SystemExit) as stopped:
+        main(argv)
+    assert stopped.value.code == 2
+    assert "is empty; give a file or folder name" in capsys.readouterr().err

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import csv
+import importlib
 import math
 
 import pytest
@@ -426,3 +427,19 @@ def test_a_diagnosis_folder_of_another_causal_model_is_refused(
     (out / "sentences.csv").unlink()  # the words' table must say so too
     with pytest.raises(ValueError, match="was written with causal_model"):
         diagnose(tiny_bert_dir, str(data), out, metrics="original", causal=str(tiny_llama))
+
+
+def test_the_packaged_dataset_is_found_in_any_case(monkeypatch, tmp_path):
+    """``--dataset EventsAdapt`` was read as a file name and not found."""
+    module = importlib.import_module("pll_harness.tools.diagnose")
+
+    class Packaged(Exception):
+        pass
+
+    def packaged(limit):
+        raise Packaged(limit)
+
+    monkeypatch.setattr(module, "eventsadapt_sentences", packaged)
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(Packaged):
+        diagnose("some-model", dataset="EventsAdapt", output_dir=tmp_path / "d", limit=2)

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import csv
 import math
+import os
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -659,7 +660,7 @@ def diagnose(
     scores go to the folder as they are made, and a re-run resumes them (``overwrite``
     starts afresh; see :func:`diagnose_sentences`).
     """
-    if dataset == "eventsadapt":
+    if dataset.lower() == "eventsadapt" and not os.path.exists(dataset):
         sentences = eventsadapt_sentences(limit)
     else:
         as_table = "Give the file one of those names to read it as a table."
