@@ -165,16 +165,8 @@ def _is_auto(text: str) -> bool:
 class PLLMaskedLM(LM):
     """Pseudo-log-likelihood scoring of a masked LM (Salazar et al. 2020; Kauf & Ivanova 2023).
 
-    Model args: ``pretrained`` (hub name, local folder or a loaded model), ``tokenizer``,
-    ``revision``, ``trust_remote_code``, ``pll_metric`` (a name of
-    :data:`pll_harness.metrics.PLL_METRICS`), ``device``, ``dtype`` (auto, float32,
-    bfloat16, float16),
-    ``max_batch_tokens`` (tokens per forward pass), ``max_batch_size`` (at most this
-    many sentences per forward pass; default: as many as fit in ``max_batch_tokens``),
-    ``batch_size`` (accepted because lm-eval always passes one; it does not limit anything:
-    see ``create_from_arg_obj``), ``max_length``, ``attn_implementation``, ``parallelize``,
-    ``token_log`` (a JSONL file that receives every request's per-token scores) and
-    ``token_log_mode`` (``new``: refuse an existing file; ``overwrite``; ``append``).
+    Its model arguments are this ``__init__``'s parameters; README.md's table "Model
+    arguments" says what each does, and tests/test_lm.py checks that table against them.
     """
 
     def __init__(

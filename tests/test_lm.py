@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import gc
+import itertools
 import json
 import math
 import re
@@ -684,3 +685,29 @@ def test_the_model_imports_none_of_the_researcher_tools():
         [sys.executable, "-c", code], capture_output=True, text=True, check=True
     ).stdout
     assert shown.strip() == "[]"
+
+
+def test_the_readme_table_of_model_arguments_is_the_signature():
+    """The table is the one description of pll-mlm's model arguments: each parameter has
+    its row, and the metric and dtype lists in it are the registries'."""
+    import inspect
+
+    from conftest import REPO_ROOT
+
+    from pll_harness.arguments import DTYPE_NAMES
+    from pll_harness.metrics import DEFAULT_METRIC
+
+    lines = (REPO_ROOT / "README.md").read_text().split("\n")
+    start = lines.index("| argument | default | meaning |") + 2
+    rows = {}
+    for line in itertools.takewhile(str.strip, lines[start:]):
+        name, default, meaning = (cell.strip() for cell in line.strip("|").split(" | ", 2))
+        rows[name.strip("`")] = (default, meaning)
+    parameters = [p for p in inspect.signature(PLLMaskedLM.__init__).parameters if p != "self"]
+    assert sorted(rows) == sorted(parameters)
+    default, meaning = rows["pll_metric"]
+    assert default == f"`{DEFAULT_METRIC}`"
+    assert meaning == ", ".join(f"`{name}`" for name in PLL_METRICS)
+    assert ", ".join(f"`{name}`" for name in DTYPE_NAMES) in rows["dtype"][1].replace(
+        " (the checkpoint's)", ""
+    )
