@@ -36,3 +36,21 @@ def test_the_packaged_demo_model_is_recorded_with_its_files(monkeypatch, tmp_pat
     label = f"pll-demo files={folder_fingerprint(str(DEMO_MODEL_DIR))}"
     assert scoring_model("pll-demo") == scoring_model(str(DEMO_MODEL_DIR)) == label
     assert scoring_model("bert-base-cased", "bfloat16") == "bert-base-cased dtype=bfloat16"
+
+
+def test_a_row_read_back_has_its_counts_whole_and_its_scores_as_floats():
+    from pll_harness.tools.records import typed_row
+    from pll_harness.tools.score import sentence_columns
+
+    columns = sentence_columns(["original"], causal=True)
+    row = dict.fromkeys(columns, "7")
+    typed = typed_row(row)
+    whole = {c for c, v in typed.items() if type(v) is int}
+    assert whole == {"n_tokens", "n_words", "n_multi_token_words", "causal_n_tokens"}
+    assert {c for c, v in typed.items() if type(v) is str} == {
+        "id",
+        "text",
+        "model",
+        "causal_model",
+    }
+    assert type(typed["pll_original"]) is type(typed["causal_logprob"]) is float

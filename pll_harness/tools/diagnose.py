@@ -35,12 +35,14 @@ from pll_harness.tools.models import MLMScorers, short_model_name
 from pll_harness.tools.plotting import pyplot, save_figure
 from pll_harness.tools.progress import scoring_bar
 from pll_harness.tools.records import (
-    TEXT_COLUMNS,
+    CAUSAL_LOGPROB,
+    CAUSAL_N_TOKENS,
     number_columns,
     pll_column,
     score_columns,
     score_fields,
     scoring_models,
+    typed_row,
 )
 from pll_harness.tools.resumable import RecordFile, check_creatable
 from pll_harness.tools.score import (
@@ -89,12 +91,12 @@ class Diagnosis:
     @staticmethod
     def score_column(name: str) -> str:
         """The row field holding ``name``'s score (a metric, or ``causal``)."""
-        return "causal_logprob" if name == CAUSAL else pll_column(name)
+        return CAUSAL_LOGPROB if name == CAUSAL else pll_column(name)
 
     @staticmethod
     def length_column(name: str) -> str:
         """The row field holding the item's length in ``name``'s tokens."""
-        return "causal_n_tokens" if name == CAUSAL else "n_tokens"
+        return CAUSAL_N_TOKENS if name == CAUSAL else "n_tokens"
 
     def label(self, name: str) -> str:
         if name == CAUSAL:
@@ -127,26 +129,10 @@ def _oov(word_lists: Sequence[Sequence[tuple[str, int]]]) -> dict[str, float]:
     }
 
 
-WHOLE_NUMBER_COLUMNS = frozenset({"n_tokens", "n_words", "n_multi_token_words", "causal_n_tokens"})
-"""Columns of the score tables that hold counts; the other numeric ones hold floats."""
-
-
 def word_columns(metrics: Sequence[str], causal: bool) -> list[str]:
     """The columns of ``words.csv``: ``model`` (and ``causal_model``) as in ``score``'s
     output, so that a resumed file never mixes two models' scores."""
     return ["word", "model", "n_tokens", "zipf", *score_columns(metrics, causal)]
-
-
-def _typed(row: dict[str, Any]) -> dict[str, Any]:
-    """A row read back from a score table with its numbers as numbers again."""
-    return {
-        key: value
-        if key in TEXT_COLUMNS
-        else int(value)
-        if key in WHOLE_NUMBER_COLUMNS
-        else float(value)
-        for key, value in row.items()
-    }
 
 
 @dataclass(frozen=True)
@@ -203,7 +189,7 @@ def _sentence_rows(
     )
     lift_csv_field_limit()
     with open(path, encoding="utf-8", newline="") as handle:
-        rows = {row["id"]: _typed(row) for row in csv.DictReader(handle)}
+        rows = {row["id"]: typed_row(row) for row in csv.DictReader(handle)}
     return [rows[sentence.id] for sentence in sentences]
 
 
@@ -339,7 +325,7 @@ def _word_rows(
     if table is None:
         with _bar(keeping, len(words) * len(scorers.metrics), "words") as bar:
             return _score_words(words, scorers, causal, bar)
-    done = {row["word"]: _typed(row) for row in table.records}
+    done = {row["word"]: typed_row(row) for row in table.records}
     todo = [word for word in words if word not in done]
     if todo and not table.started:
         table.start()
@@ -417,7 +403,7 @@ def diagnose_sentences(
             "r_causal": math.nan,
         }
         if causal is not None and name != CAUSAL:
-            stats["r_causal"] = pearson(scores, [r["causal_logprob"] for r in diag.sentences])
+            stats["r_causal"] = pearson(scores, [r[CAUSAL_LOGPROB] for r in diag.sentences])
         diag.stats[name] = stats
     return diag
 
@@ -482,7 +468,7 @@ def plot_causal(diag: Diagnosis) -> Any:
     metric; each dot is a sentence."""
     fig, axes = _panels(diag.metrics)
     for ax, name in zip(axes, diag.metrics, strict=True):
-        x = [r["causal_logprob"] for r in diag.sentences]
+        x = [r[CAUSAL_LOGPROB] for r in diag.sentences]
         y = [r[pll_column(name)] for r in diag.sentences]
         ax.scatter(x, y, s=10, alpha=0.5, color=metric_colour(name))
         ax.set_title(

@@ -11,15 +11,32 @@ from pll_harness.loading import model_identity
 from pll_harness.models import DEMO_MODEL_DIR, DEMO_MODEL_NAME
 from pll_harness.provenance import folder_fingerprint
 
-CAUSAL_COLUMNS = ("causal_model", "causal_logprob", "causal_n_tokens")
+CAUSAL_COLUMNS = CAUSAL_MODEL, CAUSAL_LOGPROB, CAUSAL_N_TOKENS = (
+    "causal_model",
+    "causal_logprob",
+    "causal_n_tokens",
+)
+
+COUNT_COLUMNS = ("n_tokens", "n_words", "n_multi_token_words")
+"""The counts ``score`` writes of each sentence, after its ``id``, ``text`` and ``model``."""
 
 
 def pll_column(metric: str) -> str:
     return f"pll_{metric}"
 
 
-TEXT_COLUMNS = frozenset({"id", "text", "model", "causal_model", "word"})
-"""The columns of a score table that hold text; every other one holds a number."""
+TEXT_COLUMNS = frozenset({"id", "text", "model", CAUSAL_MODEL, "word"})
+"""The columns of a score table that hold text; every other one holds a number, a whole
+one in :data:`COUNT_COLUMNS` and ``causal_n_tokens``."""
+
+
+def typed_row(row: Mapping[str, str]) -> dict[str, Any]:
+    """A row read back from a score table, with its numbers as numbers again."""
+    whole = {*COUNT_COLUMNS, CAUSAL_N_TOKENS}
+    return {
+        key: value if key in TEXT_COLUMNS else int(value) if key in whole else float(value)
+        for key, value in row.items()
+    }
 
 
 def number_columns(columns: Sequence[str]) -> list[str]:
@@ -46,9 +63,9 @@ def score_fields(
         pll_column(m): scores[index].logprob for m, scores in per_metric.items()
     }
     if causal_scores is not None:
-        fields["causal_model"] = causal_model
-        fields["causal_logprob"] = causal_scores[index].logprob
-        fields["causal_n_tokens"] = len(causal_scores[index].tokens)
+        fields[CAUSAL_MODEL] = causal_model
+        fields[CAUSAL_LOGPROB] = causal_scores[index].logprob
+        fields[CAUSAL_N_TOKENS] = len(causal_scores[index].tokens)
     return fields
 
 
@@ -79,5 +96,5 @@ def scoring_models(model: str, causal: str | None) -> dict[str, str]:
     row of a resumed file must hold the same, or the file would mix two models' scores."""
     models = {"model": model}
     if causal is not None:
-        models["causal_model"] = _identity_and_files(causal)
+        models[CAUSAL_MODEL] = _identity_and_files(causal)
     return models

@@ -23,6 +23,7 @@ from pll_harness.tools.metrics import parse_metrics
 from pll_harness.tools.models import MLMScorers
 from pll_harness.tools.progress import scoring_bar
 from pll_harness.tools.records import (
+    COUNT_COLUMNS,
     number_columns,
     pll_column,
     score_columns,
@@ -43,7 +44,7 @@ from pll_harness.tools.words import word_spans
 if TYPE_CHECKING:
     import torch
 
-SENTENCE_FIELDS = ("id", "text", "model", "n_tokens", "n_words", "n_multi_token_words")
+SENTENCE_FIELDS = ("id", "text", "model", *COUNT_COLUMNS)
 """``model``: the masked LM that scored the row, with its settings that are not the
 defaults (:func:`~pll_harness.tools.records.scoring_model`; with ``causal_model`` the
 fields of :func:`scoring_models`), so that a resumed output never mixes two models' or two
