@@ -12,6 +12,8 @@ from __future__ import annotations
 
 import json
 import os
+import socket
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -150,3 +152,29 @@ class GatheredGroup:
 
     def all_gather_object(self, obj: Any) -> list[Any]:
         return self.answers
+
+
+@pytest.fixture
+def no_network(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    """Loading a task must never reach the Hugging Face Hub (or anything else).
+
+    Attempts are recorded as well as refused, since libraries swallow the error (datasets'
+    download counter does), and the offline switches of datasets and huggingface_hub,
+    which CI sets, are turned off so that they cannot hide an attempt."""
+    import datasets
+    import huggingface_hub.constants
+
+    attempts: list[tuple[object, ...]] = []
+
+    def refuse(*args: object, **kwargs: object) -> None:
+        attempts.append(args)
+        raise OSError(f"network access attempted: {args!r}")
+
+    monkeypatch.setattr(socket, "getaddrinfo", refuse)
+    monkeypatch.setattr(socket.socket, "connect", refuse)
+    monkeypatch.setattr(socket, "create_connection", refuse)
+    monkeypatch.setattr(datasets.config, "HF_HUB_OFFLINE", False)
+    monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_OFFLINE", False)
+    monkeypatch.setattr(datasets.config, "HF_UPDATE_DOWNLOAD_COUNTS", True)
+    yield
+    assert not attempts, f"network access attempted: {attempts}"

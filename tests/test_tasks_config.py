@@ -4,13 +4,9 @@ from __future__ import annotations
 
 import gzip
 import json
-import socket
 from collections import Counter
-from collections.abc import Iterator
 from pathlib import Path
 
-import datasets
-import huggingface_hub.constants
 import pytest
 from lm_eval.api.group import Group
 from lm_eval.tasks import TaskManager
@@ -61,35 +57,14 @@ OUR_TASKS = PARADIGM_TASKS | EA_CELLS | CROWS_TASKS | CLAMS_TASKS | ZORRO_TASKS 
 OUR_GROUPS = (
     {"blimp_pll", "crows_pairs_pll"} | PHENOMENON_GROUPS | EA_GROUPS | CLAMS_GROUPS | ZORRO_GROUPS
 )
+pytestmark = pytest.mark.usefixtures("no_network")
+
 TEMPLATES = {"minimal_pair.yaml", "pair_preference.yaml", "stereotype_pair.yaml"}
 
 
 def packaged_pairs(path: Path) -> list[dict]:
     """The JSON records of one packaged data file."""
     return [json.loads(line) for line in gzip.decompress(path.read_bytes()).splitlines()]
-
-
-@pytest.fixture(autouse=True)
-def no_network(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
-    """Loading a task must never reach the Hugging Face Hub (or anything else).
-
-    Attempts are recorded as well as refused, since libraries swallow the error (datasets'
-    download counter does), and the offline switches of datasets and huggingface_hub,
-    which CI sets, are turned off so that they cannot hide an attempt."""
-    attempts: list[tuple[object, ...]] = []
-
-    def refuse(*args: object, **kwargs: object) -> None:
-        attempts.append(args)
-        raise OSError(f"network access attempted: {args!r}")
-
-    monkeypatch.setattr(socket, "getaddrinfo", refuse)
-    monkeypatch.setattr(socket.socket, "connect", refuse)
-    monkeypatch.setattr(socket, "create_connection", refuse)
-    monkeypatch.setattr(datasets.config, "HF_HUB_OFFLINE", False)
-    monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_OFFLINE", False)
-    monkeypatch.setattr(datasets.config, "HF_UPDATE_DOWNLOAD_COUNTS", True)
-    yield
-    assert not attempts, f"network access attempted: {attempts}"
 
 
 @pytest.fixture(scope="module")

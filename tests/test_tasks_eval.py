@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import gzip
 import json
-import socket
 from collections.abc import Callable
 from pathlib import Path
 from statistics import mean
@@ -54,13 +53,7 @@ class ScriptedLM(LM):
         raise NotImplementedError("minimal-pair tasks only ask for loglikelihood")
 
 
-@pytest.fixture(autouse=True)
-def no_network(monkeypatch: pytest.MonkeyPatch) -> None:
-    def refuse(*args: object, **kwargs: object) -> None:
-        raise AssertionError(f"network access attempted: {args!r}")
-
-    monkeypatch.setattr(socket.socket, "connect", refuse)
-    monkeypatch.setattr(socket, "create_connection", refuse)
+pytestmark = pytest.mark.usefixtures("no_network")
 
 
 @pytest.fixture(scope="module")
