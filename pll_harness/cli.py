@@ -17,15 +17,16 @@ from contextlib import contextmanager
 from pll_harness.arguments import DTYPE_NAMES
 from pll_harness.file_formats import SCORE_FILE_FORMATS, SENTENCE_FILE_FORMATS
 from pll_harness.metrics import PLL_METRICS
+from pll_harness.tasks.catalog import BENCHMARKS
 
-DESCRIPTION = """\
+DESCRIPTION = f"""\
 Look inside pseudo-log-likelihood (PLL) scores of masked language models.
 
   score     PLL of every sentence in a file, all metrics side by side (CSV/JSONL)
   explain   per-token table (and bar chart) of one sentence, or of the difference of two
   diagnose  the metric desiderata of Kauf & Ivanova (2023): length, word frequency,
             out-of-vocabulary words, agreement with a causal LM; markdown + plots
-  compare   leaderboard (BLiMP, EventsAdapt, CrowS-Pairs, CLAMS, Zorro, any task) from
+  compare   leaderboard ({", ".join(b.title for b in BENCHMARKS)}, any task) from
             lm-eval result files
   crows-pairs
             CrowS-Pairs scored as its paper does: PLL of the tokens the two sentences
@@ -312,7 +313,7 @@ def add_diagnose(commands: Subparsers) -> argparse.ArgumentParser:
         "--dataset",
         type=path,
         default="eventsadapt",
-        help="'eventsadapt' (packaged, 1564 sentences) or a sentence file "
+        help="'eventsadapt' (the packaged EventsAdapt pairs) or a sentence file "
         "as for score (default: eventsadapt)",
     )
     diagnose.add_argument("--column", help="sentence column of a CSV/JSONL dataset")
@@ -431,7 +432,7 @@ def add_crows_pairs(commands: Subparsers) -> argparse.ArgumentParser:
         metavar="FILE",
         type=path,
         help="CSV/TSV/JSONL with sent_more and sent_less (and bias_type, stereo_antistereo); "
-        "default: the packaged CrowS-Pairs, 1,508 pairs",
+        "default: the packaged CrowS-Pairs",
     )
     crows.add_argument(
         "--output",
