@@ -97,7 +97,10 @@ class CausalScorer:
         return torch.allclose(before, shorter.log_softmax(-1), atol=CAUSAL_TOLERANCE, rtol=0.0)
 
     def encode(self, text: str) -> list[int]:
-        return list(self.tokenizer(text.strip(), add_special_tokens=False)["input_ids"])
+        """The text's token ids, without the warning transformers gives for a text longer
+        than the model: such a text is scored in windows (:meth:`score`), so it is wrong."""
+        encoded = self.tokenizer(text.strip(), add_special_tokens=False, verbose=False)
+        return list(encoded["input_ids"])
 
     def word_ids(self, text: str) -> list[int]:
         """Word index per token by the masked-LM engine's rule (the fast tokenizer's words,
