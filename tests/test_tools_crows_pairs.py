@@ -276,7 +276,7 @@ def test_a_cut_output_is_resumed_to_what_a_whole_run_writes(tiny_bert_dir, tmp_p
         (other, tiny_bert_dir, "original", "holds pair id 1 with other fields"),
         (MORE_PAIRS[:2], tiny_bert_dir, "original", "holds pair id 2 which .* larger --limit"),
         (MORE_PAIRS, tiny_bert_dir, "word_l2r", "has columns"),
-        ([*MORE_PAIRS, PAIRS[0]], tiny_bert_dir, "original", "not unique"),
+        ([*MORE_PAIRS, PAIRS[0]], tiny_bert_dir, "original", "not unique: '0' is there twice"),
         (MORE_PAIRS, "another-model", "original", r"written with model .*tiny-bert-wordpiece"),
     ]:
         with pytest.raises(ValueError, match=message):

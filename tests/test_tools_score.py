@@ -224,7 +224,7 @@ def test_ids_that_repeat_are_refused_before_anything_is_written(
 ):
     """Rows are resumed by id: a repeated id would pass for a finished sentence."""
     twins = [Sentence("1", "The cat sat."), Sentence("1", "A dog ran.")]
-    with pytest.raises(ValueError, match="Sentence ids are not unique"):
+    with pytest.raises(ValueError, match="Sentence ids are not unique: '1' is there twice"):
         score_file(twins, tiny_bert_dir, tmp_path / "s.csv", scorers=bert_scorers)
     assert list(tmp_path.iterdir()) == []
 

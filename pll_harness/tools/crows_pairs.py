@@ -29,6 +29,7 @@ from pll_harness.tools.progress import scoring_bar
 from pll_harness.tools.records import scoring_model
 from pll_harness.tools.resumable import RecordFile, record_format
 from pll_harness.tools.score import default_chunk_size
+from pll_harness.tools.sentences import refuse_repeated_ids
 
 DIRECTIONS = ("stereo", "antistereo")
 PAIR_COLUMNS = ("id", "bias_type", "stereo_antistereo", "sent_more", "sent_less")
@@ -135,9 +136,7 @@ def score_pairs(
     """
     metric_list = parse_metrics(metrics)
     check_sizes(chunk_size=chunk_size)
-    ids = [pair.id for pair in pairs]
-    if len(set(ids)) != len(ids):
-        raise ValueError("Pair ids are not unique; give every pair its own id.")
+    refuse_repeated_ids([pair.id for pair in pairs], "Pair", "give every pair its own id")
     with InterruptGuard() as guard:
         record_file, done = (
             _open(output, metric_list, pairs, overwrite, scoring_model(model, dtype, max_length))

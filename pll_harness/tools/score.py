@@ -38,7 +38,7 @@ from pll_harness.tools.resumable import (
     record_format,
     start_all,
 )
-from pll_harness.tools.sentences import Sentence
+from pll_harness.tools.sentences import Sentence, refuse_repeated_ids
 from pll_harness.tools.words import word_spans
 
 if TYPE_CHECKING:
@@ -324,8 +324,7 @@ def score_file(
     if not sentences:
         raise ValueError("There are no sentences to score: the input holds none.")
     ids = [s.id for s in sentences]
-    if len(set(ids)) != len(ids):
-        raise ValueError("Sentence ids are not unique; pick another id column.")
+    refuse_repeated_ids(ids, "Sentence", "pick another id column")
     with InterruptGuard() as guard:
         writer = _Output(
             Path(output) if output else None,

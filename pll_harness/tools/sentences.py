@@ -298,6 +298,16 @@ def _pick_column(fields: list[str], column: str | None, path: str) -> str:
     )
 
 
+def refuse_repeated_ids(ids: Sequence[str], what: str, advice: str) -> None:
+    """Refuse ids that are not unique, naming one that repeats: rows are resumed and
+    matched by id, so two rows of one id would be one row."""
+    seen: set[str] = set()
+    for ident in ids:
+        if ident in seen:
+            raise ValueError(f"{what} ids are not unique: {ident!r} is there twice; {advice}.")
+        seen.add(ident)
+
+
 def first_items(items: Sequence[T], limit: int | None) -> list[T]:
     """The first ``limit`` of ``items`` (all with None): what ``--limit`` keeps of an input,
     as lm-eval's ``--limit`` keeps the first items of a task.  ``limit`` is a positive
