@@ -280,9 +280,11 @@ def run_explain(args: argparse.Namespace) -> None:
 
     from pll_harness.tools.metrics import parse_metrics
     from pll_harness.tools.models import MLMScorers, short_model_name
-    from pll_harness.tools.plotting import save_figure
+    from pll_harness.tools.plotting import figure_path, save_figure
 
     check_sentences(args.sentences)
+    if args.plot:
+        figure_path(args.plot)
     scorers = MLMScorers(args.model, parse_metrics(args.metric), device=args.device)
     explanations = explain_sentences(scorers, args.sentences)
     if args.plot:

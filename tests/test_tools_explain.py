@@ -185,3 +185,16 @@ def test_a_sentence_with_no_token_to_score_is_refused(
 def test_explain_sentences_refuses_a_sentence_with_no_token(scorers):
     with pytest.raises(ValueError, match=r"'\\u200b' has no token to score"):
         explain_sentences(scorers, ["\u200b"])
+
+
+@pytest.mark.parametrize("as_json", [False, True])
+def test_a_plot_path_that_is_a_folder_is_refused_before_the_model_loads(
+    tmp_path, monkeypatch, capsys, as_json
+):
+    def loaded(*args, **kwargs):
+        raise AssertionError("the model was loaded")
+
+    monkeypatch.setattr(MLMScorers, "__init__", loaded)
+    argv = ["explain", "-m", "some-model", "A cat sat.", "--plot", str(tmp_path)]
+    assert main([*argv, *(["--json"] if as_json else [])]) == 1
+    assert "is a folder; give the plot a file name" in capsys.readouterr().err

@@ -17,7 +17,7 @@ from typing import Any
 
 from pll_harness.tools.metrics import metric_colour, metric_label, parse_metrics
 from pll_harness.tools.models import MLMScorers, short_model_name
-from pll_harness.tools.plotting import pyplot, save_figure
+from pll_harness.tools.plotting import figure_path, pyplot, save_figure
 from pll_harness.tools.tables import fmt_number, text_table
 from pll_harness.tools.words import word_spans, words_of
 
@@ -275,6 +275,8 @@ def explain(
     """Per-token tables for one or two sentences (and their difference for two); with
     ``plot``, also save the bar chart there.  Returns the text shown in the terminal."""
     check_sentences(sentences)
+    if plot is not None:
+        figure_path(plot)
     if scorers is None:
         if model is None:
             raise ValueError("Give a model (or ready scorers).")
