@@ -319,7 +319,8 @@ def score_shared(
             for score in scorer.assemble(jobs.part(index), part.work, results, part.first)
         ]
         logger.info(
-            "Rank %d scored %d of %d batches (cost %d of %d); it tokenized its %d requests in "
+            "Rank %d scored %d of %d batches (cost %d of %d); it tokenized its %d distinct "
+            "requests (lm-eval's padding copies aside) in "
             "%.2f s, pooled the tokens in %.2f s, planned and scored in %.2f s, pooled the "
             "scores and assembled in %.2f s.",
             group.rank,
@@ -327,7 +328,7 @@ def score_shared(
             sum(len(part.work.batches) for part, _ in launched),
             sum(part.work.cost(batch) for part, _ in launched for batch in part.own),
             sum(part.work.cost(batch) for part, _ in launched for batch in part.work.batches),
-            len(requests),
+            digests.shape[0],
             tokenized - started,
             exchanged - tokenized,
             scored - exchanged,

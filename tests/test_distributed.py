@@ -8,6 +8,7 @@ import contextlib
 import copy
 import itertools
 import json
+import logging
 import sys
 import threading
 import time
@@ -573,3 +574,13 @@ def test_a_shared_run_launches_its_first_part_before_the_last_is_planned(
     assert got == one.score_requests(requests)
     batches = sum(len(work.batches) for work in plans)
     assert set(Bar.ended) == {(batches, batches)} and batches > n_parts
+
+
+def test_a_rank_logs_its_distinct_requests_not_lm_evals_padding(tiny_bert_dir, caplog):
+    """lm-eval pads a shorter share with copies of its last request; the log line says
+    how many texts the rank had to tokenize, which the copies do not add to."""
+    scorer = PLLScorer.from_pretrained(tiny_bert_dir, device="cpu")
+    padded = [("", "A cat sat."), ("", "The dog ran."), ("", "The dog ran."), ("", "The dog ran.")]
+    with caplog.at_level(logging.INFO, logger="lm_eval.pll_harness"):
+        score_shared(scorer, padded, OneProcess(), disable_tqdm=True)
+    assert "it tokenized its 2 distinct requests" in caplog.text
