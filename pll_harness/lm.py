@@ -242,12 +242,12 @@ class PLLMaskedLM(LM):
                     batch_size=cap,
                     max_length=_as_optional_int("max_length", max_length),
                 )
+                if self._group is not None:  # where another process's failure arrives
+                    self.scorer.batching = common_batching(self.scorer.batching, self._group)
             except BaseException:
                 if self.token_log is not None:  # a run that fails as it starts leaves no log
                     self.token_log.discard()
                 raise
-        if self._group is not None:
-            self.scorer.batching = common_batching(self.scorer.batching, self._group)
         self._device = self.scorer.device
         self._checkpoint = pretrained if isinstance(pretrained, str) else None
         self._revision = revision

@@ -329,6 +329,19 @@ def test_a_process_that_fails_to_start_tells_the_others(tiny_bert_dir, tmp_path,
     assert isinstance(sent, ProcessFailed) and "already holds records" in str(sent)
 
 
+def test_a_process_told_that_another_failed_to_start_leaves_no_empty_log(
+    tiny_bert_dir, tmp_path, monkeypatch
+):
+    """Rank 0 opened its own token log before rank 1's failure reached it."""
+    failure = ProcessFailed("Process 1 stopped: ValueError: already holds records")
+    group = OneOfTwo(failing_at=0, failure=failure, rank=0)
+    monkeypatch.setenv("WORLD_SIZE", "2")
+    monkeypatch.setattr("pll_harness.lm.ProcessGroup", lambda: group)
+    with pytest.raises(ProcessFailed, match="Process 1 stopped"):
+        PLLMaskedLM(pretrained=tiny_bert_dir, token_log=str(tmp_path / "logs" / "tokens.jsonl"))
+    assert list(tmp_path.iterdir()) == []
+
+
 def test_a_token_log_that_cannot_be_written_tells_the_others(tiny_bert_dir, tmp_path, monkeypatch):
     """pll-mlm writes a process's token log inside the shared call (score_shared's then=),
     before its last exchange: written after it, a failure there would leave the others
