@@ -122,9 +122,32 @@ def _resolve_template_includes(yaml_loader: "ModuleType") -> None:
                 from pll_harness.task_paths import TEMPLATE_DIR
 
                 path = TEMPLATE_DIR / name[len(TEMPLATE_PREFIX) :]
+                if not path.is_file():
+                    _warn_unknown_template(path)
         return original(path, *args, **kwargs)
 
     yaml_loader.load_yaml = load_yaml
+
+
+_unknown_templates: "set[str]" = set()
+
+
+def _warn_unknown_template(path: "Path") -> None:
+    """lm-eval's task index drops a YAML whose include fails to load without a word, and
+    the run then ends in "Tasks not found": say which template name is wrong, once."""
+    if path.name in _unknown_templates:
+        return
+    _unknown_templates.add(path.name)
+    import logging
+
+    known = ", ".join(sorted(p.name for p in path.parent.glob("*.yaml")))
+    logging.getLogger("lm_eval.pll_harness.hook").warning(
+        "include: %s%s names no template of pll_harness (they are: %s); a task that "
+        "includes it is not loaded, and lm-eval reports it as not found.",
+        TEMPLATE_PREFIX,
+        path.name,
+        known,
+    )
 
 
 def _memoize_includes(yaml_loader: "ModuleType", settled_s: float = 2.0) -> None:

@@ -12,6 +12,7 @@ from __future__ import annotations
 import copy
 import importlib.util
 import itertools
+import logging
 import os
 import random
 import sys
@@ -140,6 +141,21 @@ def test_template_includes_by_name():
         Path("/pll_harness:tasks/minimal_pair.yaml"),
     ]
     assert all(template.is_file() for template in TEMPLATE_DIR.glob("*.yaml"))
+
+
+def test_an_include_of_no_template_is_named_once(monkeypatch, caplog):
+    """lm-eval's index drops the including YAML without a word ("Tasks not found")."""
+    monkeypatch.setattr(hook, "_unknown_templates", set())
+    yaml_loader = SimpleNamespace(load_yaml=lambda path, **kwargs: None)
+    hook._resolve_template_includes(yaml_loader)
+    with caplog.at_level(logging.WARNING, logger="lm_eval.pll_harness"):
+        yaml_loader.load_yaml("/tasks/pll_harness:minimal_pair.yaml")
+        assert caplog.text == ""
+        for _ in range(2):
+            yaml_loader.load_yaml("/tasks/pll_harness:minimal_pairs.yaml")
+    assert caplog.text.count("names no template") == 1
+    assert "pll_harness:minimal_pairs.yaml names no template" in caplog.text
+    assert "minimal_pair.yaml, pair_preference.yaml, stereotype_pair.yaml" in caplog.text
 
 
 def lm_eval_yaml_loader(counted: list[Path] | None = None) -> ModuleType:
