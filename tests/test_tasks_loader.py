@@ -386,6 +386,17 @@ def test_nan_scores_are_wrong_not_right_and_said_once(monkeypatch, caplog) -> No
     assert caplog.text.count("NaN log-likelihood") == 1
 
 
+@pytest.mark.parametrize("results", [[], [(-1.0, False)], [(-1.0, False)] * 3])
+def test_a_pair_without_two_scores_is_an_error_that_says_why(results) -> None:
+    """lm-eval gives a document no answers when its request cache holds other documents
+    (a run with --samples filled it): that cause is named."""
+    with pytest.raises(ValueError, match=f"expected scores for 2 sentences, got {len(results)}"):
+        mp.process_minimal_pair({}, results)
+    if not results:
+        with pytest.raises(ValueError, match="--cache_requests refresh"):
+            mp.process_stereotype_pair({}, results)
+
+
 def test_preference_counts_strictly_first() -> None:
     assert mp.process_pair_preference({}, [(-1.0, False), (-3.0, False)]) == {
         "first_preferred": 1.0,

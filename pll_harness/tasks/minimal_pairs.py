@@ -519,7 +519,14 @@ def pair_scores(results: Sequence[Any]) -> tuple[float, float]:
     A NaN (a float16 overflow in the model, most often) is said once: the pair counts as
     wrong, which alone would pass for a plausible accuracy; only ``score_diff`` shows it."""
     if len(results) != 2:
-        raise ValueError(f"expected scores for 2 sentences, got {len(results)}")
+        stale = (
+            "; lm-eval built this document no requests, which happens when its request "
+            "cache (--cache_requests) was filled by a run with other documents (--samples): "
+            "re-run with --cache_requests refresh"
+            if not results
+            else ""
+        )
+        raise ValueError(f"expected scores for 2 sentences, got {len(results)}{stale}")
     first, second = (float(r[0] if isinstance(r, (tuple, list)) else r) for r in results)
     if (math.isnan(first) or math.isnan(second)) and "nan" not in _warned:
         _warned.add("nan")
