@@ -385,7 +385,7 @@ class PLLMaskedLM(LM):
         checkpoint = self._checkpoint or info["model_checkpoint"]
         folder = getattr(self.scorer.model, "name_or_path", None)
         tokenizer = self.scorer.tokenizer.name_or_path
-        model_files = folder_fingerprint(folder)
+        model_files = info["model_files"]
         return {
             "model_checkpoint": model_identity(checkpoint),
             "model_revision": info["model_revision"] or "main",

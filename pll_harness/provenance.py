@@ -100,7 +100,10 @@ def model_info(
     stands in.
     ``device`` is where the scoring ran (``pll_device``): lm-eval's own ``device`` entry
     records its ``--device`` flag, which names CUDA on a machine without it when the flag
-    is left out.  Key names follow lm-eval's own HF model (``model_dtype``, ``model_revision``,
+    is left out.  ``model_files`` is :func:`folder_fingerprint` of the folder the weights
+    came from (None for a hub model, whose ``model_sha`` says it): a local folder, or the
+    packaged ``pll-demo``, has no commit, and a later model saved under the same name is
+    told apart by it.  Key names follow lm-eval's own HF model (``model_dtype``, ``model_revision``,
     ``model_sha``, ``model_num_parameters``) where they mean the same thing.
     """
     name = checkpoint or getattr(model, "name_or_path", None) or None
@@ -113,6 +116,7 @@ def model_info(
         "model_architecture": type(model).__name__,
         "model_revision": revision,
         "model_sha": checkpoint_commit(name, revision),
+        "model_files": folder_fingerprint(getattr(model, "name_or_path", None)),
         "model_dtype": str(getattr(model, "dtype", None) or next(model.parameters()).dtype),
         "model_num_parameters": sum(p.numel() for p in model.parameters()),
     }

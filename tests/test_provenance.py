@@ -12,7 +12,7 @@ from transformers import AutoModelForMaskedLM
 
 import pll_harness
 from pll_harness import PLLMaskedLM
-from pll_harness.provenance import checkpoint_commit, model_info
+from pll_harness.provenance import checkpoint_commit, folder_fingerprint, model_info
 
 MAIN = "0123456789abcdef0123456789abcdef01234567"
 OLDER = "fedcba9876543210fedcba9876543210fedcba98"
@@ -78,9 +78,35 @@ def test_get_model_info(tiny_bert_dir):
         "model_architecture": "BertForMaskedLM",
         "model_revision": None,
         "model_sha": None,
+        "model_files": folder_fingerprint(tiny_bert_dir),
         "model_dtype": "torch.bfloat16",
         "model_num_parameters": sum(p.numel() for p in model.parameters()),
     }
+
+
+def test_the_packaged_demo_model_is_recorded_by_its_files(monkeypatch, tmp_path):
+    """Its name stays pll-demo from one version of the package to the next, and it has no
+    commit: the digest of its files tells a retrained one apart.  A model built in memory
+    has no files."""
+    from transformers import BertConfig
+
+    from pll_harness.models import DEMO_MODEL_DIR
+
+    monkeypatch.chdir(tmp_path)
+    model = AutoModelForMaskedLM.from_pretrained(DEMO_MODEL_DIR)
+    info = model_info(model, "word_l2r", 512, checkpoint="pll-demo")
+    assert info["model_checkpoint"] == "pll-demo"
+    assert info["model_files"] == folder_fingerprint(str(DEMO_MODEL_DIR)) is not None
+    built = AutoModelForMaskedLM.from_config(
+        BertConfig(
+            vocab_size=50,
+            hidden_size=8,
+            num_hidden_layers=1,
+            num_attention_heads=2,
+            intermediate_size=8,
+        )
+    )
+    assert model_info(built, "original", 64)["model_files"] is None
 
 
 def test_a_folder_fingerprint_ignores_what_runs_write_beside_the_model(tiny_bert_dir, tmp_path):
