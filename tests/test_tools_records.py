@@ -54,3 +54,19 @@ def test_a_row_read_back_has_its_counts_whole_and_its_scores_as_floats():
         "causal_model",
     }
     assert type(typed["pll_original"]) is type(typed["causal_logprob"]) is float
+
+
+def test_the_dtype_a_local_checkpoint_declares_is_its_default(tiny_bert_dir, tmp_path):
+    """``--dtype float32`` on a float32 checkpoint scores what ``auto`` scores: the two
+    label the same, so that writing the default out resumes the output; another dtype
+    does not, nor does a hub name's (whose config is not read)."""
+    import shutil
+
+    from pll_harness.tools.records import scoring_model
+
+    folder = tmp_path / "model"
+    shutil.copytree(tiny_bert_dir, folder)  # its config.json declares float32
+    assert scoring_model(str(folder), "float32") == scoring_model(str(folder), "auto")
+    assert scoring_model(str(folder), "bfloat16").endswith(" dtype=bfloat16")
+    assert scoring_model("pll-demo", "float32") == scoring_model("pll-demo")
+    assert scoring_model("org/name", "float32") == "org/name dtype=float32"

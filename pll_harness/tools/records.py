@@ -4,7 +4,9 @@ for each metric and, with a causal model, ``causal_model``, ``causal_logprob`` a
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping, Sequence
+from pathlib import Path
 from typing import Any
 
 from pll_harness.loading import model_identity
@@ -75,10 +77,29 @@ def scoring_model(model: str, dtype: str | None = "auto", max_length: int | None
     a model saved again into the folder keeps its path; then each setting that changes its
     numbers and is not the default (``dtype=bfloat16``, ``max_length=128``).  A file
     scored with the defaults by a hub model reads as before, and a resumed file never
-    mixes two models' or two settings' scores."""
-    settings = {"dtype": None if dtype in (None, "auto") else dtype, "max_length": max_length}
+    mixes two models' or two settings' scores.  A dtype that a local checkpoint's config
+    declares is its default (``auto`` loads it in that dtype), so writing it out resumes
+    the same file."""
+    if dtype in (None, "auto") or dtype == _declared_dtype(model):
+        dtype = None
+    settings = {"dtype": dtype, "max_length": max_length}
     given = "".join(f" {name}={value}" for name, value in settings.items() if value is not None)
     return _identity_and_files(model) + given
+
+
+def _declared_dtype(model: str) -> str | None:
+    """The dtype a local checkpoint's ``config.json`` declares (``dtype``, or transformers
+    4's ``torch_dtype``); None where it says none or the model is not a local folder (a hub
+    name, whose config this does not fetch)."""
+    folder = DEMO_MODEL_DIR if model_identity(model) == DEMO_MODEL_NAME else Path(model)
+    try:
+        config = json.loads((folder / "config.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    declared = (
+        config.get("dtype") or config.get("torch_dtype") if isinstance(config, dict) else None
+    )
+    return declared if isinstance(declared, str) else None
 
 
 def _identity_and_files(model: str) -> str:
