@@ -60,6 +60,10 @@ what a run may write beside the model (``pll-harness`` outputs and plots, lm-eva
 ``--use_cache`` database), which would otherwise make the folder another model to the
 next run that resumes them."""
 
+NOT_MODEL_FILE_NAMES = frozenset({"NOTICE", "LICENSE", "COPYING"})
+"""Licence texts without a suffix (``pll-demo`` ships a ``NOTICE``): an edit to them
+changes no score."""
+
 
 def folder_fingerprint(name: str | None) -> str | None:
     """A digest of a local model folder's files as they are now, or None for a hub name.
@@ -67,12 +71,17 @@ def folder_fingerprint(name: str | None) -> str | None:
     A local folder has no commit (:func:`checkpoint_commit`), and a model trained again
     into the same ``output_dir`` keeps its path: this is what tells the two apart.  The
     files directly in the folder count, by name, except hidden ones and those no score
-    depends on (:data:`NOT_MODEL_FILES`)."""
+    depends on (:data:`NOT_MODEL_FILES`, :data:`NOT_MODEL_FILE_NAMES`)."""
     if not name or not Path(name).is_dir():
         return None
     digest = hashlib.sha256()
     for path in sorted(Path(name).resolve().iterdir()):
-        if path.name.startswith(".") or path.suffix in NOT_MODEL_FILES or not path.is_file():
+        if (
+            path.name.startswith(".")
+            or path.suffix in NOT_MODEL_FILES
+            or path.name in NOT_MODEL_FILE_NAMES
+            or not path.is_file()
+        ):
             continue
         status = path.stat()
         digest.update(path.name.encode("utf-8", "surrogateescape") + b"\0")

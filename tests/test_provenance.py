@@ -119,7 +119,8 @@ def test_a_folder_fingerprint_ignores_what_runs_write_beside_the_model(tiny_bert
     folder = tmp_path / "model"
     shutil.copytree(tiny_bert_dir, folder)
     before = folder_fingerprint(str(folder))
-    for name in ("scores.csv", "tokens.jsonl", "length.png", "cache_rank0.db", "README.md"):
+    written = ("scores.csv", "tokens.jsonl", "length.png", "cache_rank0.db", "README.md", "NOTICE")
+    for name in written:
         (folder / name).write_text("written by a run")
     assert folder_fingerprint(str(folder)) == before
     config = folder / "config.json"

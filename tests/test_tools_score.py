@@ -758,3 +758,7 @@ def test_a_row_with_no_token_to_score_is_named_in_a_warning(
     assert "no token to score" not in caplog.text
     counts = [r["n_tokens"] for r in csv.DictReader(out.open())]
     assert [count == "0" for count in counts] == [False, True, False, True]
+    # scored outside score_file (diagnose from Python, say), nothing else names them
+    with caplog.at_level(logging.WARNING, logger="lm_eval.pll_harness"):
+        MLMScorers(tiny_bert_dir, ["original"], device="cpu").score(texts)
+    assert "2 of 4 distinct texts have no token to score" in caplog.text

@@ -55,11 +55,14 @@ class MLMScorers:
         self.scorers = {metric: first.with_metric(metric) for metric in self.metrics}
 
     def score(
-        self, texts: Sequence[str], progress: Callable[[int], None] | None = None
+        self,
+        texts: Sequence[str],
+        progress: Callable[[int], None] | None = None,
+        warn_unscored: bool = True,
     ) -> dict[str, list[Any]]:
-        """``{metric: [SentenceScore per text]}``.  The texts with no token to score are
-        left for the caller to name (by their ids, which only it knows), not logged here."""
-        return {m: s.score(texts, progress, warn_unscored=False) for m, s in self.scorers.items()}
+        """``{metric: [SentenceScore per text]}``.  ``warn_unscored=False`` leaves the texts
+        with no token to score to a caller that names them itself (by their ids)."""
+        return {m: s.score(texts, progress, warn_unscored) for m, s in self.scorers.items()}
 
     def score_requests(
         self, requests: Sequence[tuple[str, str]], progress: Callable[[int], None] | None = None

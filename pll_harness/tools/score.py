@@ -71,15 +71,18 @@ def score_sentences(
     scorers: MLMScorers,
     causal: CausalScorer | None = None,
     progress: Any = None,
+    warn_unscored: bool = True,
 ) -> list[dict[str, Any]]:
     """One record per sentence: sentence-level scores plus per-token lists.
 
     The record holds ``pll_<metric>`` (summed natural-log PLL), ``causal_logprob`` when a
     causal model is given, and under ``tokens`` one dict per token with its word index and
-    ``lp_<metric>`` log-probabilities.
+    ``lp_<metric>`` log-probabilities.  ``warn_unscored=False``: the caller names the
+    sentences with no token to score itself (:func:`score_file`, by id, once per run).
     """
     texts = [s.text for s in sentences]
-    per_metric = scorers.score(texts, progress.update if progress is not None else None)
+    ticks = progress.update if progress is not None else None
+    per_metric = scorers.score(texts, ticks, warn_unscored)
     causal_scores = causal.score(texts) if causal is not None else None
     models = scoring_models(scorers.label, causal.name if causal is not None else None)
     model, causal_model = models["model"], models.get("causal_model", "")
@@ -380,7 +383,7 @@ def score_file(
             try:
                 for start in range(0, len(todo), size):
                     chunk = todo[start : start + size]
-                    records = score_sentences(chunk, scorers, causal_scorer, bar)
+                    records = score_sentences(chunk, scorers, causal_scorer, bar, False)
                     unscored += [r["id"] for r in records if not r["n_tokens"]]
                     with guard.hold():
                         writer.write(records)
