@@ -221,21 +221,31 @@ FOR_CAUSAL_LMS = "for causal LMs use lm-eval's `hf` model."
 
 
 def refuse_a_tokenizer_without_vocabulary(tokenizer: Any, name: str) -> None:
-    """Refuse a tokenizer that knows no token but its special and added ones.
+    """Refuse a tokenizer that knows no token but its added ones and reads plain words as
+    nothing or as its unknown token.
 
     transformers builds one, without a word of warning, from a folder that holds a
     checkpoint's config and weights but none of its tokenizer files: every word then
     becomes the unknown token, so both sentences of a pair read the same and every score
-    is wrong."""
+    is wrong.  A tokenizer whose whole vocabulary was added token by token (a character
+    vocabulary) reads words, and passes."""
     if len(tokenizer) > len(tokenizer.added_tokens_decoder):
+        return
+    ids = tokenizer(VOCABULARY_PROBE, add_special_tokens=False, verbose=False)["input_ids"]
+    if any(token != tokenizer.unk_token_id for token in ids):
         return
     raise ValueError(
         f"{name} holds no tokenizer files (tokenizer.json, vocab.txt, merges.txt, ...): the "
-        f"tokenizer transformers built from it knows only its {len(tokenizer)} special "
-        "tokens, so every word would be scored as an unknown token. Save the checkpoint's "
-        "tokenizer into the folder (tokenizer.save_pretrained), or, in lm-eval, name one "
-        "with the model argument tokenizer=."
+        f"tokenizer transformers built from it knows only its {len(tokenizer)} added tokens "
+        f"and reads {VOCABULARY_PROBE!r} as {len(ids)} unknown tokens, so every word would be "
+        "scored as one. Save the checkpoint's tokenizer into the folder "
+        "(tokenizer.save_pretrained), or, in lm-eval, name one with the model argument "
+        "tokenizer=."
     )
+
+
+VOCABULARY_PROBE = "The cat sat on the mat."
+"""Plain words that any tokenizer with a vocabulary reads as something but unknowns."""
 
 
 def _looks_like_a_path(name: str) -> bool:

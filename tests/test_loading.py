@@ -109,6 +109,21 @@ def test_a_checkpoint_without_its_tokenizer_files_is_refused(fixture, request, t
     assert loaded.tokenizer.tokenize("The cat sat.")[0] == "The"
 
 
+def test_a_tokenizer_whose_vocabulary_is_all_added_tokens_is_taken():
+    """A character vocabulary added token by token reads words: it is not a folder
+    without tokenizer files, though it too has no token but added ones."""
+    from tokenizers import Tokenizer, models
+    from transformers import PreTrainedTokenizerFast
+
+    backend = Tokenizer(models.WordLevel({}, unk_token="[UNK]"))
+    tokenizer = PreTrainedTokenizerFast(
+        tokenizer_object=backend, unk_token="[UNK]", mask_token="[MASK]"
+    )
+    tokenizer.add_tokens(list("Thecatsonm. "))
+    assert len(tokenizer) == len(tokenizer.added_tokens_decoder)
+    loading.refuse_a_tokenizer_without_vocabulary(tokenizer, "characters")
+
+
 def test_a_revision_of_a_local_folder_is_refused(tiny_bert_dir):
     """transformers ignores ``revision`` for a folder: the run would record a revision it
     never loaded."""
