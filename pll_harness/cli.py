@@ -373,7 +373,7 @@ def add_compare(commands: Subparsers) -> argparse.ArgumentParser:
         epilog="example:\n  pll-harness compare out/ -o leaderboard/",
     )
     compare.add_argument(
-        "results", nargs="+", metavar="RESULTS", help="result JSON files or folders"
+        "results", nargs="+", type=path, metavar="RESULTS", help="result JSON files or folders"
     )
     compare.add_argument(
         "--output-dir",

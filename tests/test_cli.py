@@ -102,6 +102,7 @@ def test_the_command_line_imports_no_torch_until_a_command_runs():
         ["diagnose", "-m", "m", "-o", ""],
         ["explain", "-m", "m", "A cat.", "--plot", ""],
         ["compare", "r/", "-o", ""],
+        ["compare", ""],
         ["crows-pairs", "-m", "m", "--pairs", ""],
         ["crows-pairs", "-m", "m", "-o", ""],
     ],

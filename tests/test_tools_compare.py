@@ -366,6 +366,41 @@ def test_a_task_with_examples_before_each_item_is_its_own_column(tmp_path, capsy
     assert "different values" not in capsys.readouterr().err
 
 
+def _with_groups(path: Path, shots: dict, groups: dict, members: dict) -> None:
+    data = json.loads(path.read_text())
+    data["n-shot"], data["group_subtasks"] = shots, groups
+    data["results"].update({task: {"acc,none": acc} for task, acc in members.items()})
+    path.write_text(json.dumps(data))
+
+
+def test_a_group_without_its_own_count_takes_its_members(tmp_path, capsys):
+    """lm-eval 0.4.3 to 0.4.10 write no n-shot for groups, and 0.4.13 none where the
+    members disagree: the group's count comes from its members."""
+    folder = tmp_path / "res"
+    zero = _result(folder, "zero", "hf", "pretrained=gpt2", {"mmlu": 0.3})
+    _with_groups(zero, {"mmlu_a": 0, "mmlu_b": 0}, {"mmlu": ["mmlu_a", "mmlu_b"]}, {})
+    five = _result(folder, "five", "hf", "pretrained=gpt2", {"mmlu": 0.4}, 2.0)
+    _with_groups(five, {"mmlu_a": 5, "mmlu_b": 5}, {"mmlu": ["mmlu_a", "mmlu_b"]}, {})
+    mixed = _result(folder, "mixed", "hf", "pretrained=gpt2", {"suite": 0.5}, 3.0)
+    _with_groups(mixed, {"arc": 0, "hella": 10}, {"suite": ["arc", "hella"]}, {})
+    board = build_leaderboard(load_runs([folder]))
+    assert [c.header for c in board.columns] == ["mmlu", "mmlu (5-shot)", "suite (mixed-shot)"]
+    assert "different values" not in capsys.readouterr().err
+
+
+def test_runs_at_two_recorded_revisions_are_two_rows(tmp_path):
+    """A run from Python records its revision (model_revision) but no model_args."""
+    folder = tmp_path / "res"
+    v1 = {"model_checkpoint": "bert-base-cased", "pll_metric": "word_l2r", "model_revision": "v1"}
+    _result(folder, "py", "PLLMaskedLM", None, {"blimp_pll": 0.8}, recorded=v1)
+    _result(folder, "cli", "pll-mlm", "pretrained=bert-base-cased", {"blimp_pll": 0.7}, 2.0)
+    labels = sorted(run.label for run in load_runs([folder]))
+    assert labels == [
+        "bert-base-cased (word_l2r, revision=main)",
+        "bert-base-cased (word_l2r, revision=v1)",
+    ]
+
+
 def test_the_default_revision_written_out_is_the_same_row(tmp_path):
     folder = tmp_path / "res"
     _result(folder, "a", "pll-mlm", "pretrained=bert-base-cased", {"blimp_pll": 0.8})

@@ -79,15 +79,17 @@ DEFAULT_ARGS: dict[str, dict[str, str]] = {
 and writing it is one row rather than two."""
 
 RECORDED_ARGS: dict[str, str] = {
+    "revision": "model_revision",
     "dtype": "model_dtype",
     "max_length": "pll_max_length",
     "pll_metric": "pll_metric",
 }
 """``model_args`` whose value in effect the model writes into the results' ``config``
-(lm-eval's ``hf`` and our ``pll-mlm`` record ``model_dtype``, ours ``pll_max_length`` and
-``pll_metric``): where recorded, that value defines the row, so ``dtype=auto`` and the
-dtype it resolved to, or ``max_length`` left at its default and written out, are one row,
-and a run from Python, whose results hold no ``model_args``, still has its metric."""
+(lm-eval's ``hf`` and our ``pll-mlm`` record ``model_revision`` and ``model_dtype``, ours
+``pll_max_length`` and ``pll_metric``): where recorded, that value defines the row, so
+``dtype=auto`` and the dtype it resolved to, or ``max_length`` left at its default and
+written out, are one row, and a run from Python, whose results hold no ``model_args``,
+still has its revision and metric."""
 
 MODEL_TYPES: dict[str, str] = {"PLLMaskedLM": "pll-mlm"}
 """The model type lm-eval records for a model object handed to ``simple_evaluate`` (its
@@ -253,12 +255,39 @@ def _read_result_file(path: Path) -> dict[str, Any]:
     return data
 
 
-def _with_shots(task: str, shots: dict[str, Any], name: str | None = None) -> str:
+MIXED_SHOTS = "mixed"
+"""The count of a group whose members were shown different numbers of examples."""
+
+
+def shot_counts(data: dict[str, Any]) -> dict[str, int | str]:
+    """Each task's and group's number of examples shown before an item: lm-eval's
+    ``n-shot``, and for a group it leaves out (lm-eval 0.4.3 to 0.4.10 write none for
+    groups; 0.4.13 none where the members disagree) its members' count, or
+    :data:`MIXED_SHOTS` where they differ."""
+    counts: dict[str, int | str] = dict(data.get("n-shot") or {})
+    groups: dict[str, list[str]] = data.get("group_subtasks") or {}
+
+    def count(task: str, above: frozenset[str]) -> int | str | None:
+        if task in counts or task not in groups or task in above:
+            return counts.get(task)
+        found = {count(member, above | {task}) for member in groups[task]} - {None}
+        if found:
+            counts[task] = found.pop() if len(found) == 1 else MIXED_SHOTS
+        return counts.get(task)
+
+    for group in groups:
+        count(group, frozenset())
+    return counts
+
+
+def _with_shots(task: str, shots: dict[str, int | str], name: str | None = None) -> str:
     """``task`` as a column knows it: ``arc_easy (5-shot)`` where the run showed examples
-    before each item (lm-eval's ``n-shot`` of ``name``, by default ``task``), so that the
-    same task scored with and without them never shares a cell.  The packaged tasks are
-    always 0-shot."""
+    before each item (the count of ``name`` in ``shots``, by default ``task``'s), so that
+    the same task scored with and without them never shares a cell.  The packaged tasks
+    are always 0-shot."""
     count = shots.get(task if name is None else name)
+    if count == MIXED_SHOTS:
+        return f"{task} ({MIXED_SHOTS}-shot)"
     if isinstance(count, int) and not isinstance(count, bool) and count > 0:
         return f"{task} ({count}-shot)"
     return task
@@ -339,7 +368,7 @@ def load_runs(paths: Iterable[str | Path]) -> list[ModelRun]:
         fresh = describe_run(data)
         run = runs.setdefault(fresh.key, fresh)
         run.files.append(path)
-        shots = data.get("n-shot") or {}
+        shots = shot_counts(data)
         run.members.update(
             _with_shots(t, shots) for ts in (data.get("group_subtasks") or {}).values() for t in ts
         )
