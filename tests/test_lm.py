@@ -16,6 +16,7 @@ from lm_eval.api.instance import Instance
 from reference_pll import float64_model, masked_set
 from transformers import AutoModelForMaskedLM, AutoTokenizer, GPT2Config, GPT2LMHeadModel
 
+from pll_harness.arguments import DTYPE_NAMES
 from pll_harness.lm import PLLMaskedLM
 from pll_harness.metrics import PLL_METRICS
 from pll_harness.windows import plan_windows
@@ -104,8 +105,8 @@ def test_generate_until_names_the_task(model_dir):
 @pytest.mark.parametrize(
     ("kwargs", "message"),
     [
-        ({"pll_metric": "within_word_l2r"}, "Choose one of: original, word_l2r"),
-        ({"dtype": "float8"}, "Choose one of: auto, float32, bfloat16, float16"),
+        ({"pll_metric": "within_word_l2r"}, f"Choose one of: {', '.join(PLL_METRICS)}"),
+        ({"dtype": "float8"}, f"Choose one of: {', '.join(DTYPE_NAMES)}"),
         ({"device": "tpu:7"}, "Unknown device"),
         ({"batch_size": "lots"}, "batch_size='lots' is not valid"),
         ({"max_batch_tokens": 0}, "max_batch_tokens must be at least 1"),
@@ -694,7 +695,6 @@ def test_the_readme_table_of_model_arguments_is_the_signature():
 
     from conftest import REPO_ROOT
 
-    from pll_harness.arguments import DTYPE_NAMES
     from pll_harness.metrics import DEFAULT_METRIC
 
     lines = (REPO_ROOT / "README.md").read_text().split("\n")
