@@ -320,9 +320,8 @@ def score_shared(
         ]
         logger.info(
             "Rank %d scored %d of %d batches (cost %d of %d); it tokenized its %d distinct "
-            "requests (lm-eval's padding copies aside) in "
-            "%.2f s, pooled the tokens in %.2f s, planned and scored in %.2f s, pooled the "
-            "scores and assembled in %.2f s.",
+            "requests in %.2f s, pooled the tokens in %.2f s, planned and scored in %.2f s, "
+            "pooled the scores and assembled in %.2f s.",
             group.rank,
             sum(len(part.own) for part, _ in launched),
             sum(len(part.work.batches) for part, _ in launched),

@@ -35,7 +35,8 @@ from pathlib import Path
 RANK_LINE = re.compile(
     r"Rank (?P<rank>\d+) scored (?P<batches>\d+) of (?P<all_batches>\d+) batches "
     r"\(cost (?P<cost>\d+) of (?P<all_cost>\d+)\); it tokenized its (?P<own_requests>\d+) "
-    r"requests in (?P<tokenize_s>[\d.]+) s, pooled the tokens in (?P<pool_tokens_s>[\d.]+) s, "
+    r"distinct requests in (?P<tokenize_s>[\d.]+) s, pooled the tokens in "
+    r"(?P<pool_tokens_s>[\d.]+) s, "
     r"planned and scored in (?P<plan_and_score_s>[\d.]+) s, pooled the scores and assembled "
     r"in (?P<pool_scores_and_assemble_s>[\d.]+) s"
 )
