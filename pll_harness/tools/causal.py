@@ -52,8 +52,11 @@ class CausalScorer:
             refuse_a_tokenizer_without_vocabulary,
             resolve_device,
         )
+        from pll_harness.tools.records import model_label
 
         self.name = model
+        self.label = model_label(model)
+        """What records of its scores say in their ``causal_model`` field."""
         self.device = resolve_device(device)
         check_model_source(model, "--causal", CAUSAL_LM_HINT)
         with explained_load_errors(model, CAUSAL_LM_HINT):

@@ -261,8 +261,7 @@ def _score_words(
     word_scores = scorers.score_requests(requests, progress.update if progress else None)
     causal_scores = causal.score(list(words), context=WORD_CONTEXT) if causal else None
     # As the table's rows hold them (its fixed fields), settings and files included.
-    models = scoring_models(scorers.label, causal.name if causal else None)
-    model, causal_model = models["model"], models.get("causal_model", "")
+    model, causal_model = scorers.label, causal.label if causal else ""
     rows = []
     for index, word in enumerate(words):
         first = word_scores[scorers.metrics[0]][index]

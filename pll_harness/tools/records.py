@@ -84,7 +84,7 @@ def scoring_model(model: str, dtype: str | None = "auto", max_length: int | None
         dtype = None
     settings = {"dtype": dtype, "max_length": max_length}
     given = "".join(f" {name}={value}" for name, value in settings.items() if value is not None)
-    return _identity_and_files(model) + given
+    return model_label(model) + given
 
 
 def _declared_dtype(model: str) -> str | None:
@@ -102,10 +102,11 @@ def _declared_dtype(model: str) -> str | None:
     return declared if isinstance(declared, str) else None
 
 
-def _identity_and_files(model: str) -> str:
+def model_label(model: str) -> str:
     """:func:`model_identity`, and for a local folder the digest of its files.  The
     packaged demo model's too: a later version of the package ships a model trained
-    again under the same name."""
+    again under the same name.  The digest reads the folder's files: a scorer takes its
+    label once (``MLMScorers.label``, ``CausalScorer.label``) rather than per chunk."""
     identity = model_identity(model)
     files = folder_fingerprint(str(DEMO_MODEL_DIR) if identity == DEMO_MODEL_NAME else model)
     return identity if files is None else f"{identity} files={files}"
@@ -117,5 +118,5 @@ def scoring_models(model: str, causal: str | None) -> dict[str, str]:
     row of a resumed file must hold the same, or the file would mix two models' scores."""
     models = {"model": model}
     if causal is not None:
-        models[CAUSAL_MODEL] = _identity_and_files(causal)
+        models[CAUSAL_MODEL] = model_label(causal)
     return models

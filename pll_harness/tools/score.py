@@ -84,8 +84,7 @@ def score_sentences(
     ticks = progress.update if progress is not None else None
     per_metric = scorers.score(texts, ticks, warn_unscored)
     causal_scores = causal.score(texts) if causal is not None else None
-    models = scoring_models(scorers.label, causal.name if causal is not None else None)
-    model, causal_model = models["model"], models.get("causal_model", "")
+    model, causal_model = scorers.label, causal.label if causal is not None else ""
     records = []
     for index, sentence in enumerate(sentences):
         first = per_metric[scorers.metrics[0]][index]
