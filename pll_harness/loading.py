@@ -155,8 +155,7 @@ def load_masked_lm(
         if "Unrecognized configuration class" in str(error):
             raise ValueError(
                 f"{pretrained!r} is not a masked language model (no AutoModelForMaskedLM "
-                "class for its config). pll-mlm scores masked LMs; "
-                f"{FOR_CAUSAL_LMS}"
+                f"class for its config). pll-mlm scores masked LMs; {FOR_CAUSAL_LMS}"
             ) from error
         raise
     with explained_load_errors(tokenizer or pretrained):

@@ -259,7 +259,7 @@ MIXED_SHOTS = "mixed"
 """The count of a group whose members were shown different numbers of examples."""
 
 
-def shot_counts(data: dict[str, Any]) -> dict[str, int | str]:
+def _shot_counts(data: dict[str, Any]) -> dict[str, int | str]:
     """Each task's and group's number of examples shown before an item: lm-eval's
     ``n-shot``, and for a group it leaves out (lm-eval 0.4.3 to 0.4.10 write none for
     groups; 0.4.13 none where the members disagree) its members' count, or
@@ -368,7 +368,7 @@ def load_runs(paths: Iterable[str | Path]) -> list[ModelRun]:
         fresh = describe_run(data)
         run = runs.setdefault(fresh.key, fresh)
         run.files.append(path)
-        shots = shot_counts(data)
+        shots = _shot_counts(data)
         run.members.update(
             _with_shots(t, shots) for ts in (data.get("group_subtasks") or {}).values() for t in ts
         )
