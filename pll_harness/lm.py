@@ -251,6 +251,14 @@ class PLLMaskedLM(LM):
         self._device = self.scorer.device
         self._checkpoint = pretrained if isinstance(pretrained, str) else None
         self._revision = revision
+        self._model_info = model_info(
+            self.scorer.model,
+            self.scorer.metric,
+            self.scorer.max_length,
+            checkpoint=self._checkpoint,
+            revision=self._revision,
+            device=self.device,
+        )
 
     @classmethod
     def create_from_arg_obj(
@@ -435,15 +443,10 @@ class PLLMaskedLM(LM):
     def get_model_info(self) -> dict[str, Any]:
         """lm-eval adds this to the results file's ``config``: how the numbers were scored
         (metric, device, checkpoint and its commit where known, dtype, package version; see
-        :func:`pll_harness.provenance.model_info`)."""
-        return model_info(
-            self.scorer.model,
-            self.scorer.metric,
-            self.scorer.max_length,
-            checkpoint=self._checkpoint,
-            revision=self._revision,
-            device=self.device,
-        )
+        :func:`pll_harness.provenance.model_info`).  Taken as the model loads: the files
+        hashed into ``model_files`` are those it loaded, even if the folder is saved again
+        while the run scores, and they are read once a run."""
+        return dict(self._model_info)
 
     @property
     def tokenizer_name(self) -> str:

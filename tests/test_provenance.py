@@ -4,6 +4,7 @@ lm-eval results JSON)."""
 
 from __future__ import annotations
 
+import shutil
 from pathlib import Path
 
 import huggingface_hub.constants
@@ -82,6 +83,22 @@ def test_get_model_info(tiny_bert_dir):
         "model_dtype": "torch.bfloat16",
         "model_num_parameters": sum(p.numel() for p in model.parameters()),
     }
+
+
+def test_the_model_files_recorded_are_those_loaded(tiny_bert_dir, tmp_path):
+    """A model saved again into its folder while a run scores (a training job writing its
+    next checkpoint there) does not change what the results file says was scored, nor
+    what an lm-eval cache is keyed by."""
+    folder = tmp_path / "model"
+    shutil.copytree(tiny_bert_dir, folder)
+    as_loaded = folder_fingerprint(str(folder))
+    lm = PLLMaskedLM(pretrained=str(folder), device="cpu")
+    (folder / "config.json").write_text((folder / "config.json").read_text() + "\n")
+    assert folder_fingerprint(str(folder)) != as_loaded
+    assert lm.get_model_info()["model_files"] == as_loaded
+    assert lm._scoring_settings["model_files"] == as_loaded
+    lm.get_model_info()["model_files"] = "changed by the caller"
+    assert lm.get_model_info()["model_files"] == as_loaded
 
 
 def test_the_packaged_demo_model_is_recorded_by_its_files(monkeypatch, tmp_path):
