@@ -17,7 +17,13 @@ from contextlib import contextmanager
 from pll_harness.arguments import DTYPE_NAMES
 from pll_harness.file_formats import SCORE_FILE_FORMATS, SENTENCE_FILE_FORMATS
 from pll_harness.metrics import PLL_METRICS
-from pll_harness.tasks.catalog import BENCHMARKS
+from pll_harness.tasks.catalog import (
+    BENCHMARKS,
+    HEADLINE,
+    LEADERBOARD_DIR,
+    LEADERBOARD_METRICS,
+    SCORE_DIFF,
+)
 
 DESCRIPTION = f"""\
 Look inside pseudo-log-likelihood (PLL) scores of masked language models.
@@ -378,18 +384,18 @@ def add_compare(commands: Subparsers) -> argparse.ArgumentParser:
     compare.add_argument(
         "--output-dir",
         "-o",
-        default="pll-leaderboard",
+        default=LEADERBOARD_DIR,
         metavar="DIR",
         type=path,
-        help="folder for the outputs (default: pll-leaderboard)",
+        help=f"folder for the outputs (default: {LEADERBOARD_DIR})",
     )
     compare.add_argument(
         "--metric",
-        default="acc",
-        choices=["acc", "score_diff"],
-        help="acc: each task's accuracy-like metric (pct_stereotype for CrowS-Pairs, "
-        "first_preferred for pair-preference tasks); score_diff: mean score difference "
-        "(default: acc)",
+        default=HEADLINE,
+        choices=LEADERBOARD_METRICS,
+        help=f"{HEADLINE}: each task's accuracy-like metric (pct_stereotype for CrowS-Pairs, "
+        f"first_preferred for pair-preference tasks); {SCORE_DIFF}: mean score difference "
+        f"(default: {HEADLINE})",
     )
     compare.add_argument(
         "--all-columns",

@@ -113,3 +113,20 @@ def test_an_empty_path_is_a_usage_error(argv, capsys):
         main(argv)
     assert stopped.value.code == 2
     assert "is empty; give a file or folder name" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("command", ["score", "diagnose", "crows-pairs", "compare"])
+def test_the_help_states_the_defaults_the_tools_use(command, capsys):
+    """The command line stays free of torch, so it cannot import the chunk sizes from the
+    scoring tool: its help restates them, and this keeps the two equal."""
+    from pll_harness.tasks.catalog import HEADLINE, LEADERBOARD_DIR
+    from pll_harness.tools.score import DEFAULT_CHUNK_SIZES
+
+    with pytest.raises(SystemExit):
+        main([command, "--help"])
+    text = " ".join(capsys.readouterr().out.split())
+    if command == "compare":
+        assert f"(default: {LEADERBOARD_DIR})" in text and f"(default: {HEADLINE})" in text
+    else:
+        cpu, accelerator = DEFAULT_CHUNK_SIZES["cpu"], DEFAULT_CHUNK_SIZES["accelerator"]
+        assert f"(default: {cpu} on the CPU, {accelerator} on a GPU)" in text

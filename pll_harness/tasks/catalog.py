@@ -379,6 +379,18 @@ def zorro_paradigms() -> list[str]:
 
 # --------------------------------------------------------------------------- leaderboards
 
+LEADERBOARD_DIR = "pll-leaderboard"
+"""Where ``pll-harness compare`` writes, unless told otherwise."""
+
+HEADLINE = "acc"
+"""The leaderboard metric that asks for each column's own accuracy-like metric (the
+default)."""
+
+SCORE_DIFF = "score_diff"
+"""The other: every pair task's mean score difference (first or good minus the other)."""
+
+LEADERBOARD_METRICS: tuple[str, ...] = (HEADLINE, SCORE_DIFF)
+
 
 @dataclass(frozen=True)
 class Benchmark:

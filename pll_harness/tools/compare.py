@@ -29,7 +29,7 @@ from pathlib import Path, PurePosixPath
 from typing import Any
 
 from pll_harness.metrics import DEFAULT_METRIC, PLL_METRICS
-from pll_harness.tasks.catalog import BENCHMARKS, Benchmark
+from pll_harness.tasks.catalog import BENCHMARKS, HEADLINE, LEADERBOARD_DIR, SCORE_DIFF, Benchmark
 from pll_harness.tools.models import short_model_name
 from pll_harness.tools.plotting import pyplot, save_figure
 from pll_harness.tools.tables import best_shown, fmt_number, markdown_table
@@ -45,9 +45,6 @@ SHARE_METRICS: tuple[str, ...] = (
 
 PREFERENCE_METRICS = frozenset({"pct_stereotype", "first_preferred"})
 """Shares of pairs with no right answer: 50 % means no preference, so none is "best"."""
-
-HEADLINE = "acc"
-"""The ``metric`` that asks for each column's own accuracy-like metric (the default)."""
 
 ALIASES: dict[str, str] = {k: v for b in BENCHMARKS for k, v in b.aliases.items()}
 """Tasks that report the same number as another column (both EventsAdapt views)."""
@@ -550,7 +547,7 @@ def _neutral(metric: str, *, preference: bool) -> float | None:
     """No preference is a share of 0.5, or a mean score difference of 0."""
     if not preference:
         return None
-    return 0.5 if metric in SHARE_METRICS else 0.0 if metric == "score_diff" else None
+    return 0.5 if metric in SHARE_METRICS else 0.0 if metric == SCORE_DIFF else None
 
 
 def _outside_benchmarks(task: str, run: ModelRun) -> bool:
@@ -645,7 +642,7 @@ def build_leaderboard(
 
 def compare(
     paths: Iterable[str | Path],
-    output_dir: str | Path = "pll-leaderboard",
+    output_dir: str | Path = LEADERBOARD_DIR,
     metric: str = HEADLINE,
     all_columns: bool = False,
 ) -> Leaderboard:
