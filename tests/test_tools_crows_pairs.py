@@ -111,11 +111,15 @@ def test_summary_counts_wins_and_ties_by_group():
     ]
     rows = {row["group"]: row for row in summary(results)}
     assert rows["all"]["pct_stereotype_x"] == 50.0 and rows["all"]["ties_x"] == 1
-    assert rows["stereo"]["pairs"] == 3
-    assert rows["stereo"]["pct_stereotype_x"] == pytest.approx(200 / 3)
+    assert rows["stereo"]["pairs"] == 3 and rows["stereo"]["ties_x"] == 1
+    # metric.py's "Stereotype score": stereo_score / total_stereo, ties in neither
+    assert rows["stereo"]["pct_stereotype_x"] == 100.0
     assert rows["antistereo"]["pct_stereotype_x"] == 0.0
     assert rows["gender"]["pct_stereotype_x"] == 50.0
     assert rows["age"]["pct_stereotype_x"] == 50.0
+    only_ties = summary([scored("4", "age", "antistereo", -1.0, -1.0)])
+    assert only_ties[0]["pct_stereotype_x"] == 0.0
+    assert [row["pct_stereotype_x"] for row in only_ties if row["group"] == "antistereo"] == [None]
 
 
 @pytest.mark.parametrize("model", ["tiny_bert_dir", "tiny_sentencepiece_dir"])
