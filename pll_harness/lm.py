@@ -175,6 +175,7 @@ class PLLMaskedLM(LM):
         tokenizer: Any = None,
         revision: str | None = None,
         trust_remote_code: bool | str = False,
+        add_prefix_space: bool | str | None = None,
         pll_metric: str = DEFAULT_METRIC,
         device: str | None = None,
         dtype: str | None = "auto",
@@ -201,6 +202,8 @@ class PLLMaskedLM(LM):
                 requests_per_batch,
             )
         parallelize = _as_bool("parallelize", parallelize)
+        if add_prefix_space is not None:
+            add_prefix_space = _as_bool("add_prefix_space", add_prefix_space)
         self._group = None
         if launched_with_several_processes() and parallelize:
             raise ValueError(PARALLELIZE_IN_SEVERAL_PROCESSES)
@@ -227,11 +230,17 @@ class PLLMaskedLM(LM):
                         attn_implementation=attn_implementation,
                         device=device,
                         device_map="auto" if parallelize else None,
+                        add_prefix_space=add_prefix_space,
                     )
                     model, tok, device = loaded.model, loaded.tokenizer, loaded.device
                 else:
                     if tokenizer is None or isinstance(tokenizer, str):
                         raise ValueError("Pass the tokenizer object along with a loaded model.")
+                    if add_prefix_space is not None:
+                        raise ValueError(
+                            "add_prefix_space applies when pll-mlm loads the tokenizer; with "
+                            "a tokenizer object, load it with add_prefix_space instead."
+                        )
                     model, tok = pretrained, tokenizer
                 self.scorer = PLLScorer(
                     model,
@@ -258,6 +267,7 @@ class PLLMaskedLM(LM):
             checkpoint=self._checkpoint,
             revision=self._revision,
             device=self.device,
+            add_prefix_space=add_prefix_space,
         )
 
     @classmethod
@@ -404,6 +414,7 @@ class PLLMaskedLM(LM):
             if tokenizer == folder
             else folder_fingerprint(tokenizer),
             "model_dtype": info["model_dtype"],
+            "pll_add_prefix_space": info["pll_add_prefix_space"],
             "pll_metric": info["pll_metric"],
             "pll_max_length": info["pll_max_length"],
         }

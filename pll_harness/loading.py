@@ -116,8 +116,15 @@ def load_masked_lm(
     attn_implementation: str | None = None,
     device: str | torch.device | None = None,
     device_map: str | dict | None = None,
+    add_prefix_space: bool | None = None,
 ) -> LoadedModel:
     """``AutoModelForMaskedLM`` plus a fast ``AutoTokenizer`` (slow only if no fast exists).
+
+    ``add_prefix_space`` (None: the tokenizer's own setting) goes to the tokenizer: True
+    makes a byte-level BPE tokenizer read a text's first word as it reads the others
+    (``Ġthe``, not ``t he``), which models trained that way need (BabyBERTa's model card:
+    "it will not work properly with the tokenizer defaults"); tokenizers without the
+    option, WordPiece among them, ignore it.
 
     Without an ``attn_implementation``, a model that transformers gives SDPA attention runs
     on CUDA with the short-sequence kernel where it applies
@@ -163,6 +170,7 @@ def load_masked_lm(
             tokenizer or pretrained,
             revision=revision or "main",
             trust_remote_code=trust_remote_code,
+            **({} if add_prefix_space is None else {"add_prefix_space": add_prefix_space}),
         )
     refuse_a_tokenizer_without_vocabulary(tok, tokenizer or pretrained)
     if device_map is None:

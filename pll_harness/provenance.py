@@ -100,6 +100,7 @@ def model_info(
     checkpoint: str | None = None,
     revision: str | None = None,
     device: torch.device | str | None = None,
+    add_prefix_space: bool | None = None,
 ) -> dict[str, Any]:
     """The entries lm-eval adds to a results file's ``config``.
 
@@ -112,14 +113,17 @@ def model_info(
     is left out.  ``model_files`` is :func:`folder_fingerprint` of the folder the weights
     came from (None for a hub model, whose ``model_sha`` says it): a local folder, or the
     packaged ``pll-demo``, has no commit, and a later model saved under the same name is
-    told apart by it.  Key names follow lm-eval's own HF model (``model_dtype``, ``model_revision``,
-    ``model_sha``, ``model_num_parameters``) where they mean the same thing.
+    told apart by it.  ``pll_add_prefix_space`` is the tokenizer option as asked (None:
+    the tokenizer's own), which changes a byte-level BPE model's scores.  Key names follow
+    lm-eval's own HF model (``model_dtype``, ``model_revision``, ``model_sha``,
+    ``model_num_parameters``) where they mean the same thing.
     """
     name = checkpoint or getattr(model, "name_or_path", None) or None
     return {
         "pll_metric": pll_metric,
         "pll_max_length": max_length,
         "pll_device": None if device is None else str(device),
+        "pll_add_prefix_space": add_prefix_space,
         "pll_harness_version": pll_harness.__version__,
         "model_checkpoint": model_identity(name) if name else None,
         "model_architecture": type(model).__name__,

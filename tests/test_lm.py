@@ -13,7 +13,7 @@ import sys
 import pytest
 import torch
 from lm_eval.api.instance import Instance
-from reference_pll import float64_model, masked_set
+from reference_pll import float64_model, masked_set, naive_pll
 from transformers import AutoModelForMaskedLM, AutoTokenizer, GPT2Config, GPT2LMHeadModel
 
 from pll_harness.arguments import DTYPE_NAMES
@@ -410,6 +410,39 @@ def test_a_cache_answers_only_runs_with_its_settings(tiny_bert_dir, tmp_path):
         lm = PLLMaskedLM(pretrained=tiny_bert_dir, device="cpu", **other)
         with pytest.raises(ValueError, match=re.escape(changed) + ".*its own --use_cache path"):
             caching(lm, cache)
+
+
+@pytest.mark.parametrize("metric", ["original", "word_l2r"])
+def test_add_prefix_space_scores_the_first_word_as_the_others(tiny_roberta_dir, metric):
+    """BabyBERTa (Zorro's model) was trained with add_prefix_space=True: without it, a
+    byte-level BPE tokenizer splits the first word otherwise (``t he``, not ``Ġthe``).
+    The option reaches the tokenizer, the scores equal the float64 reference on a
+    tokenizer loaded with it (1e-4, float32 against float64), they differ from the
+    default's, and the results and the --use_cache record say which was used."""
+    text = "the wolf brought me the souvenir."
+    spaced = PLLMaskedLM(
+        pretrained=tiny_roberta_dir, device="cpu", pll_metric=metric, add_prefix_space="True"
+    )
+    default = PLLMaskedLM(pretrained=tiny_roberta_dir, device="cpu", pll_metric=metric)
+    tokenizer = AutoTokenizer.from_pretrained(tiny_roberta_dir, add_prefix_space=True)
+    assert tokenizer.tokenize(text)[0] == "Ġthe" != default.scorer.tokenizer.tokenize(text)[0]
+    model64 = float64_model(spaced.scorer.model)
+    [(got, _)] = spaced.loglikelihood([instance("loglikelihood", ("", text))])
+    assert got == pytest.approx(sum(naive_pll(model64, tokenizer, "", text, metric)), abs=1e-4)
+    [(other, _)] = default.loglikelihood([instance("loglikelihood", ("", text))])
+    assert abs(got - other) > 1e-3
+    assert spaced.get_model_info()["pll_add_prefix_space"] is True
+    assert default.get_model_info()["pll_add_prefix_space"] is None
+    assert spaced._scoring_settings != default._scoring_settings
+
+
+def test_add_prefix_space_is_refused_with_a_tokenizer_object(tiny_roberta_dir):
+    model = AutoModelForMaskedLM.from_pretrained(tiny_roberta_dir)
+    tokenizer = AutoTokenizer.from_pretrained(tiny_roberta_dir)
+    with pytest.raises(ValueError, match="load it with add_prefix_space"):
+        PLLMaskedLM(pretrained=model, tokenizer=tokenizer, add_prefix_space=True)
+    with pytest.raises(ValueError, match="add_prefix_space='maybe' is not a boolean"):
+        PLLMaskedLM(pretrained=tiny_roberta_dir, add_prefix_space="maybe")
 
 
 def test_a_cache_knows_a_folder_however_it_is_written(tiny_bert_dir, tmp_path, monkeypatch):

@@ -74,6 +74,7 @@ def test_get_model_info(tiny_bert_dir):
         "pll_metric": "whole_word",
         "pll_max_length": 64,
         "pll_device": "cpu",
+        "pll_add_prefix_space": None,
         "pll_harness_version": pll_harness.__version__,
         "model_checkpoint": tiny_bert_dir,
         "model_architecture": "BertForMaskedLM",

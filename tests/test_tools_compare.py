@@ -401,6 +401,41 @@ def test_runs_at_two_recorded_revisions_are_two_rows(tmp_path):
     ]
 
 
+def test_add_prefix_space_as_recorded_defines_the_row(tmp_path):
+    """It changes a byte-level BPE model's scores, so a run with it is another row; the
+    recorded value defines it, so ``true`` and ``True`` are one row, and a run from
+    Python (no model_args) keeps it."""
+    folder = tmp_path / "res"
+    babyberta = "pretrained=phueb/BabyBERTa-1"
+    _result(folder, "plain", "pll-mlm", babyberta, {"zorro_pll": 0.7})
+    asked = {"pll_add_prefix_space": True}
+    _result(
+        folder,
+        "a",
+        "pll-mlm",
+        f"{babyberta},add_prefix_space=true",
+        {"zorro_pll": 0.8},
+        2.0,
+        recorded=asked,
+    )
+    _result(
+        folder,
+        "b",
+        "pll-mlm",
+        f"{babyberta},add_prefix_space=True",
+        {"blimp_pll": 0.6},
+        3.0,
+        recorded=asked,
+    )
+    recorded = {"model_checkpoint": "phueb/BabyBERTa-1", "pll_metric": "word_l2r", **asked}
+    _result(folder, "py", "PLLMaskedLM", None, {"clams_pll": 0.5}, 4.0, recorded=recorded)
+    labels = sorted(run.label for run in load_runs([folder]))
+    assert labels == [
+        "phueb/BabyBERTa-1 (word_l2r)",
+        "phueb/BabyBERTa-1 (word_l2r, add_prefix_space=True)",
+    ]
+
+
 def test_the_default_revision_written_out_is_the_same_row(tmp_path):
     folder = tmp_path / "res"
     _result(folder, "a", "pll-mlm", "pretrained=bert-base-cased", {"blimp_pll": 0.8})

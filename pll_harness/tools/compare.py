@@ -80,6 +80,7 @@ RECORDED_ARGS: dict[str, str] = {
     "dtype": "model_dtype",
     "max_length": "pll_max_length",
     "pll_metric": "pll_metric",
+    "add_prefix_space": "pll_add_prefix_space",
 }
 """``model_args`` whose value in effect the model writes into the results' ``config``
 (lm-eval's ``hf`` and our ``pll-mlm`` record ``model_revision`` and ``model_dtype``, ours
