@@ -411,3 +411,17 @@ def test_zorro_pairs_put_the_even_line_as_the_grammatical_one() -> None:
     for stem in zorro_paradigms():
         pairs = packaged_pairs(ZORRO_DATA / f"{stem}.jsonl.gz")
         assert all(p["sentence_good"] != p["sentence_bad"] for p in pairs), stem
+
+
+def test_every_packaged_data_set_states_its_source_and_licence():
+    """Data we ship carries its source, licence and citation beside it, and the package's
+    LICENSE names each data set's terms, so that the wheel's licence is not read as MIT
+    for all of it."""
+    data_sets = sorted(path for path in (TASK_DIR / "data").iterdir() if path.is_dir())
+    assert data_sets
+    package_licence = (Path(__file__).parents[1] / "LICENSE").read_text()
+    for folder in data_sets:
+        readme = (folder / "README.md").read_text()
+        assert "**Source:**" in readme and "**Licence:**" in readme, folder.name
+        assert "bibtex" in readme, folder.name
+        assert f"pll_harness/tasks/data/{folder.name}:" in package_licence, folder.name
