@@ -143,8 +143,9 @@ def _add_batch_tokens_option(parser: argparse.ArgumentParser) -> None:
 
 
 def _add_precision_options(parser: argparse.ArgumentParser) -> None:
-    """--dtype and --max-length: settings that change the numbers, which a resumed output
-    must have been written with (see :func:`pll_harness.tools.records.scoring_model`)."""
+    """--dtype, --max-length and --add-prefix-space: settings that change the numbers,
+    which a resumed output must have been written with (see
+    :func:`pll_harness.tools.records.scoring_model`)."""
     parser.add_argument(
         "--dtype",
         choices=DTYPE_NAMES,
@@ -159,6 +160,15 @@ def _add_precision_options(parser: argparse.ArgumentParser) -> None:
         metavar="N",
         help="longest input in tokens, special tokens included; longer texts are scored in "
         "windows (default: the tokenizer's declared length, at most the model's)",
+    )
+    parser.add_argument(
+        "--add-prefix-space",
+        action="store_const",
+        const=True,
+        default=None,
+        help="load the tokenizer with add_prefix_space=True, so that a byte-level BPE "
+        "tokenizer reads the first word as the others (BabyBERTa needs it; default: the "
+        "tokenizer's own setting)",
     )
 
 
@@ -242,6 +252,7 @@ def run_score(args: argparse.Namespace) -> None:
         dtype=args.dtype,
         max_batch_tokens=args.max_batch_tokens,
         max_length=args.max_length,
+        add_prefix_space=args.add_prefix_space,
     )
     if args.output:
         skipped = len(sentences) - done
@@ -472,6 +483,7 @@ def run_crows_pairs(args: argparse.Namespace) -> None:
         max_batch_tokens=args.max_batch_tokens,
         dtype=args.dtype,
         max_length=args.max_length,
+        add_prefix_space=args.add_prefix_space,
         output=args.output,
         chunk_size=args.chunk_size,
         overwrite=args.overwrite,

@@ -396,3 +396,23 @@ def test_dtype_and_max_length_reach_the_model_and_the_output_says_them(tiny_bert
         [more.logprob for more, _ in expected], abs=1e-4
     )
     assert main([*args, "-o", str(out)]) == 1
+
+
+def test_add_prefix_space_reaches_the_model_and_the_output_says_it(tiny_roberta_dir, tmp_path):
+    pairs = _write_pairs(tmp_path / "pairs.csv", MORE_PAIRS)
+    out = tmp_path / "scores.csv"
+    args = ["crows-pairs", "-m", tiny_roberta_dir, "--metric", "original", "--pairs", str(pairs)]
+    assert main([*args, "-o", str(out), "--add-prefix-space"]) == 0
+    rows = list(csv.DictReader(out.open(newline="")))
+    assert {row["model"] for row in rows} == {
+        f"{os.path.abspath(tiny_roberta_dir)} files={folder_fingerprint(tiny_roberta_dir)} "
+        "add_prefix_space=True"
+    }
+    scorer = PLLScorer.from_pretrained(
+        tiny_roberta_dir, pll_metric="original", device="cpu", add_prefix_space=True
+    )
+    expected = score_shared_tokens(scorer, [(p.sent_more, p.sent_less) for p in MORE_PAIRS])
+    assert [float(row["more_original"]) for row in rows] == pytest.approx(
+        [more.logprob for more, _ in expected], abs=1e-4
+    )
+    assert main([*args, "-o", str(out)]) == 1

@@ -762,3 +762,33 @@ def test_a_row_with_no_token_to_score_is_named_in_a_warning(
     with caplog.at_level(logging.WARNING, logger="lm_eval.pll_harness"):
         MLMScorers(tiny_bert_dir, ["original"], device="cpu").score(texts)
     assert "2 of 4 distinct texts have no token to score" in caplog.text
+
+
+def test_add_prefix_space_reaches_the_tokenizer_and_a_resumed_file_keeps_it(
+    tmp_path, tiny_roberta_dir, capsys
+):
+    """A byte-level BPE tokenizer splits a text's first word otherwise without it (BabyBERTa
+    needs it), so the scores change, the model field says it, and a resume without it is
+    refused."""
+    import os
+
+    data = tmp_path / "in.txt"
+    data.write_text("\n".join(SENTENCES) + "\n")
+    out = tmp_path / "out.csv"
+    args = ["score", "-m", tiny_roberta_dir, "--metric", "word_l2r", "--no-progress", str(data)]
+    assert main([*args, "-o", str(out), "--add-prefix-space"]) == 0
+    rows = list(csv.DictReader(out.open()))
+    files = folder_fingerprint(tiny_roberta_dir)
+    label = f"{os.path.abspath(tiny_roberta_dir)} files={files} add_prefix_space=True"
+    assert {row["model"] for row in rows} == {label}
+    spaced = PLLScorer.from_pretrained(
+        tiny_roberta_dir, pll_metric="word_l2r", device="cpu", add_prefix_space=True
+    )
+    plain = PLLScorer.from_pretrained(tiny_roberta_dir, pll_metric="word_l2r", device="cpu")
+    assert spaced.tokenizer.tokenize("The cat")[0] == "Ġ" != plain.tokenizer.tokenize("The")[0]
+    expected = [score.logprob for score in spaced.score(SENTENCES)]
+    assert [float(row["pll_word_l2r"]) for row in rows] == pytest.approx(expected, abs=1e-4)
+    assert [s.logprob for s in plain.score(SENTENCES)] != pytest.approx(expected, abs=1e-3)
+    capsys.readouterr()
+    assert main([*args, "-o", str(out)]) == 1
+    assert "but this run has model" in capsys.readouterr().err

@@ -120,6 +120,7 @@ def score_pairs(
     max_batch_tokens: int | None = None,
     dtype: str | None = "auto",
     max_length: int | None = None,
+    add_prefix_space: bool | None = None,
     output: str | Path | None = None,
     chunk_size: int | None = None,
     overwrite: bool = False,
@@ -139,7 +140,13 @@ def score_pairs(
     refuse_repeated_ids([pair.id for pair in pairs], "Pair", "give every pair its own id")
     with InterruptGuard() as guard:
         record_file, done = (
-            _open(output, metric_list, pairs, overwrite, scoring_model(model, dtype, max_length))
+            _open(
+                output,
+                metric_list,
+                pairs,
+                overwrite,
+                scoring_model(model, dtype, max_length, add_prefix_space),
+            )
             if output
             else (None, {})
         )
@@ -152,6 +159,7 @@ def score_pairs(
                     dtype=dtype,
                     max_batch_tokens=max_batch_tokens,
                     max_length=max_length,
+                    add_prefix_space=add_prefix_space,
                 )
                 if record_file is not None:
                     record_file.start()

@@ -27,13 +27,14 @@ class MLMScorers:
         max_length: int | None = None,
         tokenizer: str | None = None,
         trust_remote_code: bool = False,
+        add_prefix_space: bool | None = None,
     ) -> None:
         from pll_harness.loading import load_masked_lm
         from pll_harness.scorer import PLLScorer
 
         self.metrics = parse_metrics(metrics)
         self.name = model
-        self.label = scoring_model(model, dtype, max_length)
+        self.label = scoring_model(model, dtype, max_length, add_prefix_space)
         """What records of these scores say in their ``model`` field."""
         loaded = load_masked_lm(
             model,
@@ -41,6 +42,7 @@ class MLMScorers:
             dtype=dtype,
             device=device,
             trust_remote_code=trust_remote_code,
+            add_prefix_space=add_prefix_space,
         )
         self.tokenizer = loaded.tokenizer
         self.device = loaded.device

@@ -71,18 +71,24 @@ def score_fields(
     return fields
 
 
-def scoring_model(model: str, dtype: str | None = "auto", max_length: int | None = None) -> str:
+def scoring_model(
+    model: str,
+    dtype: str | None = "auto",
+    max_length: int | None = None,
+    add_prefix_space: bool | None = None,
+) -> str:
     """The masked LM as a record's ``model`` field shows it: :func:`model_identity`; for a
     local folder, a digest of its files (``files=...``, :func:`folder_fingerprint`), since
     a model saved again into the folder keeps its path; then each setting that changes its
-    numbers and is not the default (``dtype=bfloat16``, ``max_length=128``).  A file
+    numbers and is not the default (``dtype=bfloat16``, ``max_length=128``,
+    ``add_prefix_space=True``).  A file
     scored with the defaults by a hub model reads as before, and a resumed file never
     mixes two models' or two settings' scores.  A dtype that a local checkpoint's config
     declares is its default (``auto`` loads it in that dtype), so writing it out resumes
     the same file."""
     if dtype in (None, "auto") or dtype == _declared_dtype(model):
         dtype = None
-    settings = {"dtype": dtype, "max_length": max_length}
+    settings = {"dtype": dtype, "max_length": max_length, "add_prefix_space": add_prefix_space}
     given = "".join(f" {name}={value}" for name, value in settings.items() if value is not None)
     return model_label(model) + given
 

@@ -290,6 +290,7 @@ def score_file(
     dtype: str | None = "auto",
     max_batch_tokens: int | None = None,
     max_length: int | None = None,
+    add_prefix_space: bool | None = None,
     scorers: MLMScorers | None = None,
     causal_scorer: CausalScorer | None = None,
     command: str = "score",
@@ -336,7 +337,9 @@ def score_file(
             token_columns(metric_list),
             overwrite,
             scoring_models(
-                scorers.label if scorers is not None else scoring_model(model, dtype, max_length),
+                scorers.label
+                if scorers is not None
+                else scoring_model(model, dtype, max_length, add_prefix_space),
                 causal_scorer.name if causal_scorer is not None else causal,
             ),
         )
@@ -368,6 +371,7 @@ def score_file(
                 dtype=dtype,
                 max_batch_tokens=max_batch_tokens,
                 max_length=max_length,
+                add_prefix_space=add_prefix_space,
             )
             if causal_scorer is None and causal is not None:
                 causal_scorer = CausalScorer(causal, device=device)
