@@ -408,10 +408,17 @@ def _flat_spans(offsets: Sequence[Sequence[tuple[int, int]]]) -> tuple[np.ndarra
 
 def _first_scored(offsets: Sequence[Sequence[tuple[int, int]]], boundaries: Sequence[int]):
     """Index of the first token that ends after its text's boundary or starts at or after
-    it (the token's length when there is none), for many texts at once."""
+    it (the token's length when there is none), for many texts at once.
+
+    An empty span ``(p, p)`` after ``p = 0`` is a token of whitespace whose offsets were
+    trimmed (RoBERTa's tokenizers, ``trim_offsets``): its text ends at ``p``, so it lies
+    after the boundary only if ``p`` does; taken as starting at ``p``, a context's own
+    trailing space would be scored as the continuation's."""
     spans, lengths = _flat_spans(offsets)
     boundary = np.repeat(np.asarray(boundaries, dtype=np.int64), lengths)
-    scored = (spans[:, 1] > boundary) | (spans[:, 0] >= boundary)
+    start, end = spans[:, 0], spans[:, 1]
+    start = np.where((start == end) & (end > 0), end - 1, start)
+    scored = (end > boundary) | (start >= boundary)
     starts = np.zeros(len(offsets), dtype=np.int64)
     np.cumsum(lengths[:-1], out=starts[1:])
     index_in_text = np.arange(spans.shape[0]) - np.repeat(starts, lengths)

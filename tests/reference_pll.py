@@ -15,12 +15,26 @@ import torch
 from pll_harness.metrics import get_metric
 
 
+def with_whole_offsets(tokenizer):
+    """The tokenizer with offsets that cover each token's whole text.  RoBERTa's trim the
+    whitespace off them (``trim_offsets``): a token of spaces alone gets an empty span
+    after them, which says nothing of which side of a boundary its spaces lie on."""
+    backend = getattr(tokenizer, "backend_tokenizer", None)
+    processor = None if backend is None else backend.post_processor
+    if not getattr(processor, "trim_offsets", False):
+        return tokenizer
+    untrimmed = copy.deepcopy(tokenizer)
+    untrimmed.backend_tokenizer.post_processor.trim_offsets = False
+    return untrimmed
+
+
 def target_positions(tokenizer, context: str, continuation: str) -> tuple[list[int], list]:
-    """Return the encoding's input ids, word ids and the indices of continuation tokens."""
+    """Return the encoding's input ids, word ids and the indices of continuation tokens:
+    those whose text does not lie wholly inside the context."""
     full = context + continuation
     text = full.strip()
     boundary = max(len(context) - (len(full) - len(full.lstrip())), 0)
-    enc = tokenizer(text, add_special_tokens=True, return_offsets_mapping=True)
+    enc = with_whole_offsets(tokenizer)(text, add_special_tokens=True, return_offsets_mapping=True)
     words = enc.word_ids()
     targets = [
         i

@@ -67,6 +67,33 @@ def test_token_straddling_the_boundary_belongs_to_the_continuation(tokenizer):
         assert all(e <= cut for _, e in offsets[: encoded.first_target])
 
 
+WHITESPACE_AT_THE_BOUNDARY = [
+    ("A. ", " B"),
+    ("double ", " space"),
+    ("Two spaces.  ", "Next"),
+    ("The cat ", "  sat"),
+    ("The cat  ", "sat"),
+    ("The cat", "   sat"),
+]
+
+
+def test_whitespace_at_the_boundary_stays_on_its_side(tiny_roberta_dir):
+    """RoBERTa's tokenizer trims its offsets: a token of spaces alone gets an empty span
+    just after them, so a context's own trailing space looked like the continuation's and
+    was scored.  The same tokenizer with untrimmed offsets says where each token's text
+    lies; the first target is the first token that ends after the boundary."""
+    trimmed = AutoTokenizer.from_pretrained(tiny_roberta_dir)
+    untrimmed = AutoTokenizer.from_pretrained(tiny_roberta_dir, trim_offsets=False)
+    for context, continuation in WHITESPACE_AT_THE_BOUNDARY:
+        encoded = encode_request(trimmed, context, continuation)
+        true = untrimmed(
+            context + continuation, add_special_tokens=False, return_offsets_mapping=True
+        )
+        assert list(encoded.ids) == true["input_ids"]
+        first = next(i for i, (_, end) in enumerate(true["offset_mapping"]) if end > len(context))
+        assert encoded.first_target == first, (context, continuation)
+
+
 def test_surrounding_whitespace_is_stripped(tokenizer):
     plain = encode_request(tokenizer, "", "A cat sat.")
     padded = encode_request(tokenizer, "  ", "  A cat sat. \n")

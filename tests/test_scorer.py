@@ -46,6 +46,8 @@ PAIRS = [
     ("", "The traveler lost the souvenir."),
     ("  The traveler lost", " the souvenir.  "),
     ("Question: who wrecked it?\nAnswer:", " the hooligan"),
+    ("The cat ", "  sat."),  # spaces on both sides: RoBERTa trims its tokens' offsets
+    ("Two spaces.  ", "Next"),
 ]
 
 REQUESTS = [("", s) for s in SENTENCES] + PAIRS
