@@ -369,6 +369,29 @@ def test_an_overwrite_stopped_early_leaves_nothing_of_the_earlier_run_and_resume
     assert (out / "report.md").exists()
 
 
+@pytest.mark.parametrize("phase", ["score", "score_requests"])
+def test_a_resume_that_adds_items_and_stops_leaves_no_finished_looking_report(
+    tiny_bert_dir, tmp_path, monkeypatch, phase
+):
+    """A finished diagnosis of 2 sentences, resumed with a larger --limit and stopped in
+    its sentence or word phase, left the 2-sentence report and plots beside the larger
+    tables, looking finished.  A resume with nothing to add keeps them."""
+    data = tmp_path / "s.txt"
+    data.write_text("A cat sat on the mat.\nThe dog barked loudly.\nShe is a nurse.\nHi.\n")
+    settings = {"metrics": "original", "chunk_size": 1}
+    out = tmp_path / "diag"
+    diagnose(tiny_bert_dir, str(data), out, limit=2, **settings)
+    report = (out / "report.md").read_text()
+    diagnose(tiny_bert_dir, str(data), out, limit=2, **settings)
+    assert (out / "report.md").read_text() == report and (out / "length.png").exists()
+    calls = 0 if phase == "score" else 1
+    with monkeypatch.context() as patch:
+        patch.setattr(MLMScorers, phase, _StopAfter(phase, calls).method())
+        with pytest.raises(KeyboardInterrupt):
+            diagnose(tiny_bert_dir, str(data), out, **settings)
+    assert not (out / "report.md").exists() and not (out / "length.png").exists()
+
+
 def test_an_overwrite_that_fails_as_it_starts_leaves_the_earlier_folder(
     tiny_bert_dir, tmp_path, monkeypatch
 ):

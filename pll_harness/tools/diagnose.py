@@ -327,6 +327,7 @@ def _word_rows(
     done = {row["word"]: typed_row(row) for row in table.records}
     todo = [word for word in words if word not in done]
     if todo and not table.started:
+        _drop_earlier_report(table.path.parent)
         table.start()
     size = keeping.chunk_size or default_chunk_size(scorers.device)
     with (
@@ -373,11 +374,14 @@ def diagnose_sentences(
     table = _open_word_table(words, scorers, causal, keeping)
 
     def start_afresh() -> None:
-        """With --overwrite, once sentences.csv has started: the word table starts afresh
-        too and the earlier report and plots go, so that a run stopped in its sentence
-        phase leaves nothing of an earlier run's (another model's, say) and resumes."""
+        """Once sentences.csv has started (this run scores sentences): the earlier report
+        and plots go, as they no longer describe the tables, so that a run stopped before
+        its own report leaves none that looks finished; with --overwrite the word table
+        starts afresh too, so that nothing of an earlier run's (another model's, say)
+        is left and the run resumes."""
+        if keeping.folder is not None:
+            _drop_earlier_report(keeping.folder)
         if table is not None and keeping.overwrite:
-            _drop_earlier_report(table.path.parent)
             table.start()
 
     try:
@@ -574,9 +578,9 @@ PLOTS = {"length": "length.png", "frequency": "frequency.png", "causal": "causal
 
 
 def _drop_earlier_report(folder: Path) -> None:
-    """Remove an earlier run's report and plots as a run with ``--overwrite`` starts, so
-    that a run stopped before its own report leaves no report of other scores beside its
-    tables."""
+    """Remove an earlier run's report and plots as a run that adds to the tables (or, with
+    ``--overwrite``, replaces them) starts, so that a run stopped before its own report
+    leaves no report of other scores beside its tables."""
     for name in (REPORT, *PLOTS.values()):
         (folder / name).unlink(missing_ok=True)
 
