@@ -311,6 +311,22 @@ def test_a_file_in_a_folder_that_cannot_be_made_is_refused_on_opening(tmp_path):
         RecordFile(tmp_path / "a-file" / "sub" / "out.csv", "csv", COLUMNS, ("id",))
 
 
+@pytest.mark.parametrize("kind", ["fifo", "device"])
+def test_an_output_that_is_a_pipe_or_a_device_is_refused_on_opening(tmp_path, kind):
+    """A FIFO was refused with a bare "File or stream is not seekable"; /dev/full was read
+    back for resuming, zeros without end, and the run hung."""
+    import os
+
+    if kind == "fifo":
+        path = tmp_path / "out.csv"
+        os.mkfifo(path)
+    else:
+        path = tmp_path / "device.csv"
+        path.symlink_to("/dev/zero")
+    with pytest.raises(ValueError, match="not a file but a pipe or a device"):
+        RecordFile(path, "csv", COLUMNS, ("id",))
+
+
 def test_jsonl_fields_are_in_the_order_of_the_columns(tmp_path):
     """The columns define a record's layout in JSONL as in CSV: the fixed ``model`` in its
     place, nested fields after, whatever order the row was built in."""

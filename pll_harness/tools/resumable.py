@@ -126,6 +126,12 @@ class RecordFile:
         if not path.exists():
             check_creatable(path)
             return
+        if not path.is_file() and not path.is_dir():
+            raise ValueError(
+                f"{path} is not a file but a pipe or a device: an output is read back to be "
+                "resumed, so it must be a file. Give a file name, or leave out -o to write to "
+                "standard output."
+            )
         self.handle = open(path, "r+b")  # noqa: SIM115 - held open for the lock
         try:
             lock(self.handle, path, "another `pll-harness` command with the same output")
