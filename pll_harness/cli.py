@@ -8,14 +8,16 @@ matplotlib) happen only when a sub-command runs.
 from __future__ import annotations
 
 import argparse
+import errno
 import os
 import signal
 import sys
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 
 from pll_harness.arguments import DTYPE_NAMES
 from pll_harness.file_formats import SCORE_FILE_FORMATS, SENTENCE_FILE_FORMATS
+from pll_harness.file_lock import same_file
 from pll_harness.metrics import PLL_METRICS
 from pll_harness.tasks.catalog import (
     BENCHMARKS,
@@ -67,6 +69,18 @@ def path(text: str) -> str:
     if not text.strip():
         raise argparse.ArgumentTypeError("is empty; give a file or folder name")
     return text
+
+
+def refuse_writing_the_input(source: str | None, outputs: Iterable[tuple[str, str | None]]) -> None:
+    """An output that is the input file (the same name, a link to it) would be read and
+    written at once: resumed, it takes the input's rows for finished ones; with
+    --overwrite, the input is lost.  Refused before anything is read or written."""
+    for option, output in outputs:
+        if source and output and same_file(source, output):
+            raise ValueError(
+                f"{option} {output} is the input file {source}: writing it would destroy the "
+                "input. Give the output a name of its own."
+            )
 
 
 def positive_int(text: str) -> int:
@@ -234,6 +248,7 @@ def run_score(args: argparse.Namespace) -> None:
     from pll_harness.tools.score import score_file
     from pll_harness.tools.sentences import read_sentences
 
+    refuse_writing_the_input(args.file, [("-o", args.output), ("--tokens", args.token_output)])
     sentences = read_sentences(
         args.file, column=args.column, id_column=args.id_column, fmt=args.input_format
     )
@@ -351,8 +366,10 @@ def add_diagnose(commands: Subparsers) -> argparse.ArgumentParser:
 
 
 def run_diagnose(args: argparse.Namespace) -> None:
-    from pll_harness.tools.diagnose import REPORT, diagnose
+    from pll_harness.tools.diagnose import REPORT, TABLES, diagnose
 
+    tables = [("-o", os.path.join(args.output_dir, name)) for name in TABLES.values()]
+    refuse_writing_the_input(args.dataset, tables)
     diagnose(
         args.model,
         dataset=args.dataset,
@@ -473,6 +490,7 @@ def run_crows_pairs(args: argparse.Namespace) -> None:
     from pll_harness.tools.sentences import first_items
     from pll_harness.tools.tables import fmt_number, markdown_table
 
+    refuse_writing_the_input(args.pairs, [("-o", args.output)])
     pairs = read_pairs(args.pairs)
     chosen = first_items(pairs, args.limit)
     results = score_pairs(
@@ -595,27 +613,50 @@ def main(argv: Sequence[str] | None = None) -> int:
         # The reader of our standard output left (`| head`): nothing more to say to it.
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 1
-    except (ValueError, OSError, ImportError) as error:
+    except OSError as error:
+        print(f"pll-harness {args.command}: error: {_os_error_text(error, args)}", file=sys.stderr)
+        return 1
+    except (ValueError, ImportError) as error:
         print(f"pll-harness {args.command}: error: {error}", file=sys.stderr)
         return 1
     except KeyboardInterrupt as interrupt:
         signum = getattr(interrupt, "signum", signal.SIGINT)
-        written = getattr(args, "output", None) or getattr(args, "output_dir", None)
-        resumable = written and args.command in RESUMABLE_COMMANDS
-        resume = ""
-        if resumable:
-            # With --overwrite the same command would start over and drop what this run wrote.
-            same = (
-                "it without --overwrite"
-                if getattr(args, "overwrite", False)
-                else "the same command"
-            )
-            resume = f"; re-run {same} to resume"
+        resume = _how_to_resume(args)
         print(
-            f"pll-harness {args.command}: stopped by {signal.Signals(signum).name}{resume}.",
+            f"pll-harness {args.command}: stopped by {signal.Signals(signum).name}"
+            f"{f'; {resume}' if resume else ''}.",
             file=sys.stderr,
         )
         return 128 + signum
+
+
+OUT_OF_ROOM = {errno.ENOSPC, errno.EFBIG, errno.EDQUOT}
+"""Errors of a write that found no room: a full disk, a file size limit, a quota."""
+
+
+def _os_error_text(error: OSError, args: argparse.Namespace) -> str:
+    """``error`` as said, and for a write that found no room (which names no file), where
+    it wrote and that what it wrote is kept for a resume."""
+    resume = _how_to_resume(args)
+    if error.errno not in OUT_OF_ROOM or not resume:
+        return str(error)
+    return (
+        f"{error.strerror} while writing {_written(args)}: what was written before is kept; "
+        f"make room (or raise the file size limit) and {resume}"
+    )
+
+
+def _written(args: argparse.Namespace) -> str | None:
+    return getattr(args, "output", None) or getattr(args, "output_dir", None)
+
+
+def _how_to_resume(args: argparse.Namespace) -> str:
+    """``re-run ... to resume`` for a command whose output a re-run resumes, else empty."""
+    if not _written(args) or args.command not in RESUMABLE_COMMANDS:
+        return ""
+    # With --overwrite the same command would start over and drop what this run wrote.
+    same = "it without --overwrite" if getattr(args, "overwrite", False) else "the same command"
+    return f"re-run {same} to resume"
 
 
 if __name__ == "__main__":

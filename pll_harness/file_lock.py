@@ -1,9 +1,11 @@
-"""One writer per output file: the lock that refuses a second one; and the lock by which
-the runs that use one ``--use_cache`` database know of each other."""
+"""One writer per output file: the lock that refuses a second one, and the test of two
+names for one file; and the lock by which the runs that use one ``--use_cache`` database
+know of each other."""
 
 from __future__ import annotations
 
 import contextlib
+import os
 from pathlib import Path
 from typing import BinaryIO
 
@@ -11,6 +13,14 @@ try:
     import fcntl
 except ImportError:  # pragma: no cover - not POSIX (Windows): no flock to take
     fcntl = None  # type: ignore[assignment]
+
+
+def same_file(a: str | Path, b: str | Path) -> bool:
+    """Whether two names lead to one file (``x.csv`` and ``./x.csv``, a link, a hard
+    link), whether or not it exists yet."""
+    if os.path.exists(a) and os.path.exists(b):
+        return os.path.samefile(a, b)
+    return Path(a).resolve() == Path(b).resolve()
 
 
 def lock(handle: BinaryIO, path: Path, other_writer: str) -> None:

@@ -130,3 +130,56 @@ def test_the_help_states_the_defaults_the_tools_use(command, capsys):
     else:
         cpu, accelerator = DEFAULT_CHUNK_SIZES["cpu"], DEFAULT_CHUNK_SIZES["accelerator"]
         assert f"(default: {cpu} on the CPU, {accelerator} on a GPU)" in text
+
+
+@pytest.mark.parametrize("link", ["same", "symlink", "hardlink"])
+@pytest.mark.parametrize("command", ["score", "score --tokens", "crows-pairs", "diagnose"])
+def test_an_output_that_is_the_input_is_refused_before_anything_is_written(
+    tmp_path, capsys, command, link
+):
+    """``-o`` naming the input (or a link to it) was refused as "another input" only when
+    resumed, with advice to use --overwrite, which then emptied the input and wrote scores
+    into it; a re-run took those rows for the input and said all was done."""
+    import os
+
+    data = tmp_path / "diag" / "sentences.csv"
+    data.parent.mkdir()
+    data.write_text("id,text,label\n1,A cat sat.,x\n2,She is a nurse.,y\n")
+    before = data.read_text()
+    output = tmp_path / "out.csv"
+    if link == "same":
+        output = data
+    elif link == "symlink":
+        output.symlink_to(data)
+    else:
+        os.link(data, output)
+    argv = {
+        "score": ["score", "-m", "m", str(data), "-o", str(output)],
+        "score --tokens": ["score", "-m", "m", str(data), "-o", "o.csv", "--tokens", str(output)],
+        "crows-pairs": ["crows-pairs", "-m", "m", "--pairs", str(data), "-o", str(output)],
+        "diagnose": ["diagnose", "-m", "m", "--dataset", str(output), "-o", str(data.parent)],
+    }[command]
+    assert main([*argv, "--overwrite"]) == 1
+    assert "is the input file" in capsys.readouterr().err
+    assert data.read_text() == before
+
+
+def test_a_full_disk_names_the_output_and_says_the_run_resumes(tmp_path, monkeypatch, capsys):
+    """A full disk or a file size limit stopped the run with a bare "[Errno 28] No space
+    left on device", naming no file, although a re-run resumes what was written."""
+    import errno
+
+    import pll_harness.tools.score
+
+    def out_of_room(*args, **kwargs):
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(pll_harness.tools.score, "score_file", out_of_room)
+    data = tmp_path / "in.txt"
+    data.write_text("A cat sat.\n")
+    assert main(["score", "-m", "m", str(data), "-o", "out.csv"]) == 1
+    assert capsys.readouterr().err == (
+        "pll-harness score: error: No space left on device while writing out.csv: what was "
+        "written before is kept; make room (or raise the file size limit) and re-run the same "
+        "command to resume\n"
+    )

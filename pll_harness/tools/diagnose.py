@@ -174,7 +174,7 @@ def _sentence_rows(
         with _bar(keeping, len(sentences) * len(scorers.metrics), "sentences") as bar:
             records = score_sentences(sentences, scorers, causal, bar)
         return [{key: record[key] for key in columns} for record in records]
-    path = keeping.folder / "sentences.csv"
+    path = keeping.folder / TABLES["sentences"]
     score_file(
         sentences,
         scorers.name,
@@ -287,7 +287,7 @@ def _open_word_table(
     stops the run before ``sentences.csv`` is touched.  None without a folder."""
     if keeping.folder is None:
         return None
-    path = keeping.folder / "words.csv"
+    path = keeping.folder / TABLES["words"]
     columns = word_columns(scorers.metrics, causal is not None)
     fixed = scoring_models(scorers.label, causal.name if causal else None)
     table = RecordFile(
@@ -573,6 +573,8 @@ def _pct(value: float) -> str:
 
 
 REPORT = "report.md"
+TABLES = {"sentences": "sentences.csv", "words": "words.csv"}
+"""The tables, written as the scoring goes and resumed."""
 PLOTS = {"length": "length.png", "frequency": "frequency.png", "causal": "causal.png"}
 """The files of a finished diagnosis besides its tables: written once the scoring is done."""
 
@@ -599,9 +601,9 @@ def write_outputs(diag: Diagnosis, output_dir: str | Path, tables: bool = True) 
         images["causal"] = save_figure(plot_causal(diag), out / PLOTS["causal"]).name
     else:  # an earlier run's, with another model (--overwrite): not this report's
         (out / PLOTS["causal"]).unlink(missing_ok=True)
-    written = (("sentences.csv", diag.sentences), ("words.csv", diag.words)) if tables else ()
-    for name, rows in written:
-        with open(out / name, "w", encoding="utf-8", newline="") as handle:
+    written = {"sentences": diag.sentences, "words": diag.words} if tables else {}
+    for table, rows in written.items():
+        with open(out / TABLES[table], "w", encoding="utf-8", newline="") as handle:
             if rows:
                 writer = csv.DictWriter(handle, list(rows[0]))
                 writer.writeheader()

@@ -9,13 +9,13 @@ the sentences it already holds (matched by id and text).  One run at a time writ
 
 from __future__ import annotations
 
-import os
 import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from pll_harness.file_formats import jsonl_text
+from pll_harness.file_lock import same_file
 from pll_harness.scorer import check_sizes
 from pll_harness.tools.causal import CausalScorer
 from pll_harness.tools.interrupts import InterruptGuard
@@ -319,7 +319,7 @@ def score_file(
         raise ValueError("--tokens needs an output file (-o).")
     if token_output is not None and record_format(str(token_output), None, "--tokens") != "csv":
         raise ValueError(f"--tokens {token_output}: the token file is CSV; name it .csv.")
-    if output is not None and token_output is not None and _same_file(output, token_output):
+    if output is not None and token_output is not None and same_file(output, token_output):
         raise ValueError(
             f"-o {output} and --tokens {token_output} are the same file; give the token "
             "file a name of its own."
@@ -397,14 +397,6 @@ def score_file(
             return len(todo)
         finally:
             writer.close()
-
-
-def _same_file(a: str | Path, b: str | Path) -> bool:
-    """Whether two names lead to one file (``x.csv`` and ``./x.csv``, a link, a hard
-    link), whether or not it exists yet."""
-    if os.path.exists(a) and os.path.exists(b):
-        return os.path.samefile(a, b)
-    return Path(a).resolve() == Path(b).resolve()
 
 
 def _warn_unscored(ids: Sequence[str], command: str, shown: int = 10) -> None:
