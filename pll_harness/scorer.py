@@ -264,13 +264,6 @@ class PLLScorer:
                 "scored by pseudo-log-likelihood. pll-mlm needs a masked language model "
                 f"(BERT, RoBERTa, DeBERTa, ELECTRA generator, ModernBERT, ...); {FOR_CAUSAL_LMS}"
             )
-        if _attends_causally(model):
-            raise ValueError(
-                f"This {type(model).__name__} was built as a decoder (config.is_decoder): "
-                "each token sees only the tokens on its left, so a masked token never sees its "
-                "right context, which PLL needs. pll-mlm scores masked LMs built without it "
-                f"(is_decoder false); {FOR_CAUSAL_LMS}"
-            )
         self._vocab_size = _vocab_size(model)
         if tokenizer.mask_token_id >= self._vocab_size:
             raise ValueError(
@@ -282,6 +275,13 @@ class PLLScorer:
         self.tokenizer = tokenizer
         self.device = torch.device(device) if device is not None else _model_device(model)
         self.specials: SpecialTokens = special_tokens(tokenizer)
+        if _attends_causally(model, tokenizer, self.specials):
+            raise ValueError(
+                f"This {type(model).__name__} was built as a decoder (config.is_decoder, or "
+                "XLM's config.causal): each token sees only the tokens on its left, so a "
+                "masked token never sees its right context, which PLL needs. pll-mlm scores "
+                f"masked LMs built without it; {FOR_CAUSAL_LMS}"
+            )
         self.max_length = _max_length(model, tokenizer, max_length)
         if self.max_length <= self.specials.count:
             raise ValueError(f"max_length={self.max_length} leaves no room for text tokens.")
@@ -858,11 +858,24 @@ def default_batch_tokens(model: torch.nn.Module, device: torch.device) -> int:
     return int(max(2048, min(free * 0.4 / per_token, 1 << 20)))
 
 
-def _attends_causally(model: torch.nn.Module) -> bool:
-    """Whether an attention module of ``model`` was built causal, as BERT-family models
-    are when their config says ``is_decoder`` as they load.  The flag alone does not tell:
-    DeBERTa-v2, ALBERT and DistilBERT ignore it, and BERT's layers read it once, when built."""
-    return any(getattr(module, "is_causal", False) is True for module in model.modules())
+@torch.no_grad()
+def _attends_causally(model: torch.nn.Module, tokenizer: Any, specials: SpecialTokens) -> bool:
+    """Whether the prediction at a masked position ignores the tokens to its right, asked of
+    the model itself: two inputs that differ in their last token only.  No flag tells:
+    BERT's layers read ``is_decoder`` when built, RoFormer, BigBird, RemBERT and
+    MegatronBERT at run time, XLM reads ``causal``, and DeBERTa-v2, ALBERT and DistilBERT
+    ignore ``is_decoder``."""
+    special_ids = set(tokenizer.all_special_ids)
+    plain = (i for i in range(len(tokenizer)) if i not in special_ids)
+    first, second = itertools.islice(plain, 2)
+    rows = [
+        [*specials.prefix, tokenizer.mask_token_id, last, *specials.suffix]
+        for last in (first, second)
+    ]
+    device = next(model.parameters()).device
+    logits = model(input_ids=torch.tensor(rows, device=device)).logits
+    masked = len(specials.prefix)
+    return torch.equal(logits[0, masked], logits[1, masked])
 
 
 def _vocab_size(model: torch.nn.Module) -> int:

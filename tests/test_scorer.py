@@ -825,6 +825,38 @@ def test_a_model_built_as_a_decoder_is_refused(tiny_bert_dir):
     assert PLLScorer(DistilBertForMaskedLM(config), tokenizer, device="cpu").score(["Hi"])
 
 
+@pytest.mark.parametrize("architecture", ["roformer", "xlm"])
+def test_a_model_that_attends_causally_at_run_time_is_refused(tiny_bert_dir, architecture):
+    """RoFormer (as BigBird, RemBERT and MegatronBERT) reads ``is_decoder`` when it runs,
+    XLM reads ``causal``: neither left a causal module to find, and both were scored as
+    left-to-right models under the name of PLL.  Built bidirectional, each is scored."""
+    from transformers import (
+        AutoTokenizer,
+        RoFormerConfig,
+        RoFormerForMaskedLM,
+        XLMConfig,
+        XLMWithLMHeadModel,
+    )
+
+    tokenizer = AutoTokenizer.from_pretrained(tiny_bert_dir)
+    size = {"vocab_size": len(tokenizer), "max_position_embeddings": 32}
+
+    def build(causal: bool) -> torch.nn.Module:
+        if architecture == "roformer":
+            config = RoFormerConfig(**size, hidden_size=16, embedding_size=16,
+                                    num_hidden_layers=1, num_attention_heads=2,
+                                    intermediate_size=16, is_decoder=causal)  # fmt: skip
+            return RoFormerForMaskedLM(config).eval()
+        config = XLMConfig(**size, emb_dim=16, n_layers=1, n_heads=2, causal=causal,
+                           use_lang_emb=False, n_langs=1,
+                           mask_token_id=tokenizer.mask_token_id)  # fmt: skip
+        return XLMWithLMHeadModel(config).eval()
+
+    with pytest.raises(ValueError, match="built as a decoder"):
+        PLLScorer(build(causal=True), tokenizer, device="cpu")
+    assert PLLScorer(build(causal=False), tokenizer, device="cpu").score(["Hi"])
+
+
 def test_token_ids_beyond_the_models_vocabulary_are_refused_with_what_to_do(tiny_bert_dir):
     """A token added to the tokenizer without growing the model's embeddings stopped the run
     inside the embedding layer with a bare ``index out of range``."""
