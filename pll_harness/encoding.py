@@ -208,10 +208,12 @@ def strip_request(context: str, continuation: str) -> tuple[str, int]:
 
     Stripping makes lm-eval's convention (continuations that start with a space) and ours
     (whole sentences with an empty context) give identical tokens, byte-level BPE included.
+    Only Unicode's whitespace goes (:data:`WHITESPACE`): an information separator at an end
+    is a token for the tokenizer, and is scored as one.
     """
     full = context + continuation
-    leading = len(full) - len(full.lstrip())
-    return full.strip(), max(len(context) - leading, 0)
+    leading = len(full) - len(full.lstrip(WHITESPACE))
+    return full.strip(WHITESPACE), max(len(context) - leading, 0)
 
 
 def encode_requests(

@@ -32,8 +32,11 @@ def target_positions(tokenizer, context: str, continuation: str) -> tuple[list[i
     """Return the encoding's input ids, word ids and the indices of continuation tokens:
     those whose text does not lie wholly inside the context."""
     full = context + continuation
-    text = full.strip()
-    boundary = max(len(context) - (len(full) - len(full.lstrip())), 0)
+    # Unicode's White_Space: what str.isspace() says, but for the information separators
+    whitespace = "".join(c for c in map(chr, range(0x3001)) if c.isspace())
+    whitespace = whitespace.translate(dict.fromkeys(range(0x1C, 0x20)))
+    text = full.strip(whitespace)
+    boundary = max(len(context) - (len(full) - len(full.lstrip(whitespace))), 0)
     enc = with_whole_offsets(tokenizer)(text, add_special_tokens=True, return_offsets_mapping=True)
     words = enc.word_ids()
     targets = [

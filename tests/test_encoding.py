@@ -100,6 +100,14 @@ def test_surrounding_whitespace_is_stripped(tokenizer):
     assert padded == plain
 
 
+def test_an_information_separator_at_an_end_is_a_token_and_is_scored(tokenizer):
+    """Python's strip() takes U+001C-U+001F for whitespace; the tokenizers do not: RoBERTa's
+    gives one a token, which the stripped text then lacked, never scored (BERT's normaliser
+    drops it, so there nothing changes)."""
+    separated = encode_request(tokenizer, "", "A cat sat.\x1f")
+    assert list(separated.ids) == tokenizer("A cat sat.\x1f", add_special_tokens=False)["input_ids"]
+
+
 def test_word_ids_group_pieces(tokenizer):
     encoded = encode_request(tokenizer, "", "The souvenir.")
     pieces = tokenizer.convert_ids_to_tokens(list(encoded.ids))
