@@ -861,7 +861,8 @@ def default_batch_tokens(model: torch.nn.Module, device: torch.device) -> int:
 @torch.no_grad()
 def _attends_causally(model: torch.nn.Module, tokenizer: Any, specials: SpecialTokens) -> bool:
     """Whether the prediction at a masked position ignores the tokens to its right, asked of
-    the model itself: two inputs that differ in their last token only.  No flag tells:
+    the model itself: two inputs that differ in their last token only (a model that cannot
+    run so short an input is refused here, before any sentence).  No flag tells:
     BERT's layers read ``is_decoder`` when built, RoFormer, BigBird, RemBERT and
     MegatronBERT at run time, XLM reads ``causal``, and DeBERTa-v2, ALBERT and DistilBERT
     ignore ``is_decoder``."""
@@ -873,7 +874,15 @@ def _attends_causally(model: torch.nn.Module, tokenizer: Any, specials: SpecialT
         for last in (first, second)
     ]
     device = next(model.parameters()).device
-    logits = model(input_ids=torch.tensor(rows, device=device)).logits
+    try:
+        logits = model(input_ids=torch.tensor(rows, device=device)).logits
+    except RuntimeError as error:
+        raise ValueError(
+            f"This {type(model).__name__} fails on a {len(rows[0])}-token input ({error}). "
+            "pll-mlm feeds each sentence at its own length, unpadded: a model that needs "
+            "inputs of one fixed length (Nystromformer's are padded to "
+            "config.segment_means_seq_len) cannot be scored by it."
+        ) from error
     masked = len(specials.prefix)
     return torch.equal(logits[0, masked], logits[1, masked])
 

@@ -857,6 +857,21 @@ def test_a_model_that_attends_causally_at_run_time_is_refused(tiny_bert_dir, arc
     assert PLLScorer(build(causal=False), tokenizer, device="cpu").score(["Hi"])
 
 
+def test_a_model_that_needs_inputs_of_one_length_is_refused_as_it_loads(tiny_bert_dir):
+    """Nystromformer's attention reshapes a sequence into its landmarks, so only its padded
+    length runs: it crashed inside the model, at the first sentence, with a bare reshape
+    error, although the README said models without a spec still score."""
+    from transformers import AutoTokenizer, NystromformerConfig, NystromformerForMaskedLM
+
+    tokenizer = AutoTokenizer.from_pretrained(tiny_bert_dir)
+    config = NystromformerConfig(vocab_size=len(tokenizer), hidden_size=16,
+                                 num_hidden_layers=1, num_attention_heads=2,
+                                 intermediate_size=16, num_landmarks=8,
+                                 segment_means_seq_len=64)  # fmt: skip
+    with pytest.raises(ValueError, match=r"fails on a 4-token input .* one fixed length"):
+        PLLScorer(NystromformerForMaskedLM(config).eval(), tokenizer, device="cpu")
+
+
 def test_token_ids_beyond_the_models_vocabulary_are_refused_with_what_to_do(tiny_bert_dir):
     """A token added to the tokenizer without growing the model's embeddings stopped the run
     inside the embedding layer with a bare ``index out of range``."""
