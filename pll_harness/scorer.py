@@ -275,7 +275,7 @@ class PLLScorer:
         self.tokenizer = tokenizer
         self.device = torch.device(device) if device is not None else _model_device(model)
         self.specials: SpecialTokens = special_tokens(tokenizer)
-        if _attends_causally(model, tokenizer, self.specials):
+        if _attends_causally(model, tokenizer, self.specials, self.device):
             raise ValueError(
                 f"This {type(model).__name__} was built as a decoder (config.is_decoder, or "
                 "XLM's config.causal): each token sees only the tokens on its left, so a "
@@ -859,13 +859,15 @@ def default_batch_tokens(model: torch.nn.Module, device: torch.device) -> int:
 
 
 @torch.no_grad()
-def _attends_causally(model: torch.nn.Module, tokenizer: Any, specials: SpecialTokens) -> bool:
+def _attends_causally(
+    model: torch.nn.Module, tokenizer: Any, specials: SpecialTokens, device: torch.device
+) -> bool:
     """Whether the prediction at a masked position ignores the tokens to its right, asked of
     the model itself: two inputs that differ in their last token only (a model that cannot
     run so short an input is refused here, before any sentence).  No flag tells:
     BERT's layers read ``is_decoder`` when built, RoFormer, BigBird, RemBERT and
     MegatronBERT at run time, XLM reads ``causal``, and DeBERTa-v2, ALBERT and DistilBERT
-    ignore ``is_decoder``."""
+    ignore ``is_decoder``.  ``device`` is where the scorer feeds its batches."""
     special_ids = set(tokenizer.all_special_ids)
     plain = (i for i in range(len(tokenizer)) if i not in special_ids)
     first, second = itertools.islice(plain, 2)
@@ -873,7 +875,6 @@ def _attends_causally(model: torch.nn.Module, tokenizer: Any, specials: SpecialT
         [*specials.prefix, tokenizer.mask_token_id, last, *specials.suffix]
         for last in (first, second)
     ]
-    device = next(model.parameters()).device
     try:
         logits = model(input_ids=torch.tensor(rows, device=device)).logits
     except RuntimeError as error:
