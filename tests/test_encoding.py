@@ -98,6 +98,10 @@ def test_surrounding_whitespace_is_stripped(tokenizer):
     plain = encode_request(tokenizer, "", "A cat sat.")
     padded = encode_request(tokenizer, "  ", "  A cat sat. \n")
     assert padded == plain
+    assert encode_request(SlowView(tokenizer), " ", " A cat sat.") == encode_request(
+        SlowView(tokenizer), "", "A cat sat."
+    )
+    assert encoding.strip_request(" ", " A cat sat.") == ("A cat sat.", 0)
 
 
 def test_an_information_separator_at_an_end_is_a_token_and_is_scored(tokenizer):

@@ -406,6 +406,7 @@ def test_a_cache_answers_only_runs_with_its_settings(tiny_bert_dir, tmp_path):
     for other, changed in (
         ({"pll_metric": "original"}, "pll_metric=word_l2r (this run: original)"),
         ({"dtype": "bfloat16"}, "model_dtype=torch.float32 (this run: torch.bfloat16)"),
+        ({"max_length": 8}, "pll_max_length=64 (this run: 8)"),
     ):
         lm = PLLMaskedLM(pretrained=tiny_bert_dir, device="cpu", **other)
         with pytest.raises(ValueError, match=re.escape(changed) + ".*its own --use_cache path"):

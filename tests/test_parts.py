@@ -11,7 +11,13 @@ import time
 import numpy as np
 import pytest
 
-from pll_harness.parts import PART_SHARES, in_parts, prepared_ahead, request_parts
+from pll_harness.parts import (
+    PART_SHARES,
+    in_parts,
+    prepared_ahead,
+    request_digests,
+    request_parts,
+)
 
 REQUESTS = [("", f"Sentence number {i} is here.") for i in range(20_000)] + [
     (f"Context {i}:", f" answer {i}") for i in range(12_000)
@@ -40,6 +46,14 @@ def test_the_context_counts_as_well_as_the_continuation():
         [("", f"x{i}") for i in range(200)] + [("c", f"x{i}") for i in range(200)]
     )
     assert not np.array_equal(parts[:200], parts[200:])
+
+
+def test_every_split_of_a_text_is_its_own_request():
+    """Processes count the distinct requests of all by these digests: a context's end
+    moved into the continuation is another request, scored otherwise."""
+    text = "A cat sat."
+    splits = [(text[:cut], text[cut:]) for cut in range(len(text) + 1)]
+    assert len(set(request_digests(splits).tolist())) == len(splits)
 
 
 def test_parts_are_the_same_in_every_process():

@@ -19,7 +19,7 @@ from reference_pll import masked_set
 from pll_harness import planning
 from pll_harness.encoding import Encodings, encode_requests, special_tokens
 from pll_harness.metrics import PLL_METRICS, get_metric
-from pll_harness.planning import Batching, Work, plan_work
+from pll_harness.planning import MAX_BATCH_ROWS, Batching, Work, plan_work
 
 REQUESTS = [
     ("", "The hooligan wrecked the souvenir."),
@@ -35,6 +35,11 @@ REQUESTS = [
     ("A cat", " sat."),  # the same tokens as "A cat sat." but another target range
     ("  ", "A cat sat. "),  # the same tokens and targets as "A cat sat.": a twin
     ("Nothing to score", ""),
+    # answer choices after one context: one-token targets at the same position, the same
+    # mask, in sequences that differ there: each must get its own sequence's copy
+    ("A cat", " ran"),
+    ("A cat", " the"),
+    ("A dog", "."),
 ]
 
 
@@ -127,6 +132,8 @@ def test_every_copy_is_in_exactly_one_batch_within_the_limits(tokenizer, batch_s
         rows = batch.stop - batch.first
         assert 0 < rows <= batching.rows_for(group.length)
         assert work.cost(batch) == rows * group.length
+        assert work.cost(batch) <= batching.max_batch_tokens or rows == 1
+        assert rows <= MAX_BATCH_ROWS
         if batch_size:
             assert len(set(group.copy_sequence[batch.first : batch.stop])) <= batch_size
         covered[batch.group].append((batch.first, batch.stop))

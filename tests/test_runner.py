@@ -318,6 +318,20 @@ def test_batches_that_run_out_of_memory_are_cut_and_the_cut_persists(scorer, mon
     assert scorer.assemble(jobs, work, cut) == pytest.approx(scorer.score_jobs(jobs))
 
 
+def test_a_batch_is_cut_into_the_fewest_parts_within_the_cap(tiny_bert_dir):
+    """After an out-of-memory error every pass keeps to ``token_cap``: a part over it
+    would fail again (or, on the CPU, take the memory the cap was set to spare)."""
+    runner = PLLScorer.from_pretrained(tiny_bert_dir, device="cpu").runner
+    for cap, copies, length in itertools.product(range(1, 41), range(1, 13), range(1, 7)):
+        runner.token_cap = cap
+        parts = runner._cut(planning.Batch(0, 5, 5 + copies), length)
+        assert [part.first for part in parts[1:]] == [part.stop for part in parts[:-1]]
+        assert parts[0].first == 5 and parts[-1].stop == 5 + copies
+        per_part = max(1, cap // length)
+        assert len(parts) == (1 if copies * length <= cap else math.ceil(copies / per_part))
+        assert all((p.stop - p.first) * length <= cap or p.stop - p.first == 1 for p in parts)
+
+
 def test_a_single_copy_that_does_not_fit_is_an_error(scorer, monkeypatch):
     _, work = planned(scorer)
     out_of_memory_above(scorer, monkeypatch, limit=1)
