@@ -235,3 +235,9 @@ def test_cuda_scores_with_the_kernel_equal_sdpa_scores(tiny_bert_dir, monkeypatc
     got = [score.logprob for score in ours.score(SENTENCES * 50)]
     assert calls
     assert got == pytest.approx(expected, abs=0.05)
+
+
+def test_the_kernel_takes_the_head_sizes_of_the_supported_models():
+    """Powers of two from 16 to 128 (bert-base's and bert-large's heads are 64 wide): a
+    size lost here would silently lose the kernel, scores unchanged."""
+    assert [size for size in range(1, 300) if short.takes_head_size(size)] == [16, 32, 64, 128]
