@@ -516,6 +516,19 @@ def test_a_file_that_is_not_json_is_not_called_cut_short(tmp_path):
         load_runs([sentences])
 
 
+def test_an_empty_result_file_is_called_empty_and_a_bom_is_read(results_dir, tmp_path):
+    """Both were called "not JSON": an empty file is what a run killed as it began writing
+    leaves, and a byte-order mark is what some editors save a JSON file with."""
+    empty = tmp_path / "results_9.json"
+    empty.write_text("\n")
+    with pytest.raises(ValueError, match=re.escape(f"{empty} is empty; a run killed")):
+        load_runs([empty])
+    plain = load_runs([results_dir])
+    for path in results_dir.rglob("*.json"):
+        path.write_bytes(b"\xef\xbb\xbf" + path.read_bytes())
+    assert [run.scores for run in load_runs([results_dir])] == [run.scores for run in plain]
+
+
 def test_no_result_files_or_a_foreign_json_is_an_error(tmp_path):
     """Named rather than skipped: a skipped file would drop a row without anyone noticing."""
     with pytest.raises(ValueError, match=r"No lm-eval result files \(results_\*\.json\)"):

@@ -225,9 +225,14 @@ def _read_result_file(path: Path) -> dict[str, Any]:
     """One result file's JSON, or an error that names the file: among a folder of runs, a
     bare JSON error would not say which one is cut short."""
     try:
-        text = path.read_bytes().decode("utf-8")
+        text = path.read_bytes().decode("utf-8-sig")  # a BOM, where an editor saved one
         data = json.loads(text)
     except ValueError as error:  # JSONDecodeError and UnicodeDecodeError
+        if isinstance(error, json.JSONDecodeError) and not text.strip():
+            raise ValueError(
+                f"{path} is empty; a run killed as it began writing leaves its result file "
+                "so. Re-run it, or move the file out of the way."
+            ) from error
         if not isinstance(error, json.JSONDecodeError) or not text.lstrip().startswith("{"):
             raise ValueError(
                 f"{path} is not an lm-eval result file (not JSON): give the results_*.json "
