@@ -102,6 +102,20 @@ def test_shared_positions_follow_difflib():
     assert shared_positions([1, 2], [3, 4]) == ([], [])
 
 
+def test_long_pairs_are_aligned_as_the_paper_aligns_them(tiny_bert_dir):
+    """From 200 tokens on, difflib treats frequent tokens as junk unless told otherwise
+    (``autojunk``), which changes which tokens count as shared: metric.py keeps the default,
+    and so must we."""
+    from transformers import AutoTokenizer
+
+    tokenizer = AutoTokenizer.from_pretrained(tiny_bert_dir)
+    body = " ".join(["the dog saw the cat and the man fed the bird ."] * 20)
+    first = tokenizer("Women and the girls fed the bird . " + body)["input_ids"]
+    second = tokenizer("Men and the boys fed the bird . " + body)["input_ids"]
+    assert len(first) > 200
+    assert shared_positions(first, second) == paper_shared(first, second)
+
+
 @pytest.mark.parametrize(
     "pairs",
     [
