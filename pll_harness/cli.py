@@ -159,7 +159,7 @@ def _add_batch_tokens_option(parser: argparse.ArgumentParser) -> None:
 def _add_precision_options(parser: argparse.ArgumentParser) -> None:
     """--dtype, --max-length and --add-prefix-space: settings that change the numbers,
     which a resumed output must have been written with (see
-    :func:`pll_harness.tools.records.scoring_model`)."""
+    :func:`pll_harness.provenance.scoring_model`)."""
     parser.add_argument(
         "--dtype",
         choices=DTYPE_NAMES,

@@ -10,6 +10,7 @@ names and for folders inside that cache, and None for other local folders.
 from __future__ import annotations
 
 import hashlib
+import json
 import re
 from pathlib import Path
 from typing import Any
@@ -18,6 +19,7 @@ import torch
 
 import pll_harness
 from pll_harness.loading import model_identity
+from pll_harness.models import DEMO_MODEL_DIR, DEMO_MODEL_NAME
 
 _COMMIT = re.compile(r"[0-9a-f]{40}")
 
@@ -133,3 +135,50 @@ def model_info(
         "model_dtype": str(getattr(model, "dtype", None) or next(model.parameters()).dtype),
         "model_num_parameters": sum(p.numel() for p in model.parameters()),
     }
+
+
+def scoring_model(
+    model: str,
+    dtype: str | None = "auto",
+    max_length: int | None = None,
+    add_prefix_space: bool | None = None,
+) -> str:
+    """The masked LM as a record's ``model`` field shows it: :func:`model_identity`; for a
+    local folder, a digest of its files (``files=...``, :func:`folder_fingerprint`), since
+    a model saved again into the folder keeps its path; then each setting that changes its
+    numbers and is not the default (``dtype=bfloat16``, ``max_length=128``,
+    ``add_prefix_space=True``).  A file
+    scored with the defaults by a hub model reads as before, and a resumed file never
+    mixes two models' or two settings' scores.  A dtype that a local checkpoint's config
+    declares is its default (``auto`` loads it in that dtype), so writing it out resumes
+    the same file."""
+    if dtype in (None, "auto") or dtype == _declared_dtype(model):
+        dtype = None
+    settings = {"dtype": dtype, "max_length": max_length, "add_prefix_space": add_prefix_space}
+    given = "".join(f" {name}={value}" for name, value in settings.items() if value is not None)
+    return model_label(model) + given
+
+
+def _declared_dtype(model: str) -> str | None:
+    """The dtype a local checkpoint's ``config.json`` declares (``dtype``, or transformers
+    4's ``torch_dtype``); None where it says none or the model is not a local folder (a hub
+    name, whose config this does not fetch)."""
+    folder = DEMO_MODEL_DIR if model_identity(model) == DEMO_MODEL_NAME else Path(model)
+    try:
+        config = json.loads((folder / "config.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    declared = (
+        config.get("dtype") or config.get("torch_dtype") if isinstance(config, dict) else None
+    )
+    return declared if isinstance(declared, str) else None
+
+
+def model_label(model: str) -> str:
+    """:func:`model_identity`, and for a local folder the digest of its files.  The
+    packaged demo model's too: a later version of the package ships a model trained
+    again under the same name.  The digest reads the folder's files: a scorer takes its
+    label once (``MLMScorers.label``, ``CausalScorer.label``) rather than per chunk."""
+    identity = model_identity(model)
+    files = folder_fingerprint(str(DEMO_MODEL_DIR) if identity == DEMO_MODEL_NAME else model)
+    return identity if files is None else f"{identity} files={files}"

@@ -13,7 +13,8 @@ from transformers import AutoModelForMaskedLM
 
 import pll_harness
 from pll_harness import PLLMaskedLM
-from pll_harness.provenance import checkpoint_commit, folder_fingerprint, model_info
+from pll_harness.models import DEMO_MODEL_DIR
+from pll_harness.provenance import checkpoint_commit, folder_fingerprint, model_info, scoring_model
 
 MAIN = "0123456789abcdef0123456789abcdef01234567"
 OLDER = "fedcba9876543210fedcba9876543210fedcba98"
@@ -108,8 +109,6 @@ def test_the_packaged_demo_model_is_recorded_by_its_files(monkeypatch, tmp_path)
     has no files."""
     from transformers import BertConfig
 
-    from pll_harness.models import DEMO_MODEL_DIR
-
     monkeypatch.chdir(tmp_path)
     model = AutoModelForMaskedLM.from_pretrained(DEMO_MODEL_DIR)
     info = model_info(model, "word_l2r", 512, checkpoint="pll-demo")
@@ -144,3 +143,25 @@ def test_a_folder_fingerprint_ignores_what_runs_write_beside_the_model(tiny_bert
     config = folder / "config.json"
     config.write_text(config.read_text().replace("}", ', "note": 1}', 1))
     assert folder_fingerprint(str(folder)) != before
+
+
+def test_the_packaged_demo_model_is_recorded_with_its_files(monkeypatch, tmp_path):
+    """A later version of the package ships pll-demo trained again under the same name:
+    an output resumed across that upgrade must not mix the two models' scores.  A hub
+    name, which has no files here, reads as given."""
+    monkeypatch.chdir(tmp_path)  # no local folder named pll-demo
+    label = f"pll-demo files={folder_fingerprint(str(DEMO_MODEL_DIR))}"
+    assert scoring_model("pll-demo") == scoring_model(str(DEMO_MODEL_DIR)) == label
+    assert scoring_model("bert-base-cased", "bfloat16") == "bert-base-cased dtype=bfloat16"
+
+
+def test_the_dtype_a_local_checkpoint_declares_is_its_default(tiny_bert_dir, tmp_path):
+    """``--dtype float32`` on a float32 checkpoint scores what ``auto`` scores: the two
+    label the same, so that writing the default out resumes the output; another dtype
+    does not, nor does a hub name's (whose config is not read)."""
+    folder = tmp_path / "model"
+    shutil.copytree(tiny_bert_dir, folder)  # its config.json declares float32
+    assert scoring_model(str(folder), "float32") == scoring_model(str(folder), "auto")
+    assert scoring_model(str(folder), "bfloat16").endswith(" dtype=bfloat16")
+    assert scoring_model("pll-demo", "float32") == scoring_model("pll-demo")
+    assert scoring_model("org/name", "float32") == "org/name dtype=float32"

@@ -24,20 +24,6 @@ def test_fields_follow_the_columns():
     assert (with_causal["causal_logprob"], with_causal["causal_n_tokens"]) == (-5.0, 4)
 
 
-def test_the_packaged_demo_model_is_recorded_with_its_files(monkeypatch, tmp_path):
-    """A later version of the package ships pll-demo trained again under the same name:
-    an output resumed across that upgrade must not mix the two models' scores.  A hub
-    name, which has no files here, reads as given."""
-    from pll_harness.models import DEMO_MODEL_DIR
-    from pll_harness.provenance import folder_fingerprint
-    from pll_harness.tools.records import scoring_model
-
-    monkeypatch.chdir(tmp_path)  # no local folder named pll-demo
-    label = f"pll-demo files={folder_fingerprint(str(DEMO_MODEL_DIR))}"
-    assert scoring_model("pll-demo") == scoring_model(str(DEMO_MODEL_DIR)) == label
-    assert scoring_model("bert-base-cased", "bfloat16") == "bert-base-cased dtype=bfloat16"
-
-
 def test_a_row_read_back_has_its_counts_whole_and_its_scores_as_floats():
     from pll_harness.tools.records import typed_row
     from pll_harness.tools.score import sentence_columns
@@ -54,19 +40,3 @@ def test_a_row_read_back_has_its_counts_whole_and_its_scores_as_floats():
         "causal_model",
     }
     assert type(typed["pll_original"]) is type(typed["causal_logprob"]) is float
-
-
-def test_the_dtype_a_local_checkpoint_declares_is_its_default(tiny_bert_dir, tmp_path):
-    """``--dtype float32`` on a float32 checkpoint scores what ``auto`` scores: the two
-    label the same, so that writing the default out resumes the output; another dtype
-    does not, nor does a hub name's (whose config is not read)."""
-    import shutil
-
-    from pll_harness.tools.records import scoring_model
-
-    folder = tmp_path / "model"
-    shutil.copytree(tiny_bert_dir, folder)  # its config.json declares float32
-    assert scoring_model(str(folder), "float32") == scoring_model(str(folder), "auto")
-    assert scoring_model(str(folder), "bfloat16").endswith(" dtype=bfloat16")
-    assert scoring_model("pll-demo", "float32") == scoring_model("pll-demo")
-    assert scoring_model("org/name", "float32") == "org/name dtype=float32"

@@ -52,7 +52,7 @@ class CausalScorer:
             refuse_a_tokenizer_without_vocabulary,
             resolve_device,
         )
-        from pll_harness.tools.records import model_label
+        from pll_harness.provenance import model_label
 
         self.name = model
         self.label = model_label(model)

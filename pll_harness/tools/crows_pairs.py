@@ -21,12 +21,12 @@ from functools import partial
 from pathlib import Path
 from typing import Any, TypeVar
 
+from pll_harness.provenance import scoring_model
 from pll_harness.scorer import check_sizes
 from pll_harness.tools.interrupts import InterruptGuard
 from pll_harness.tools.metrics import parse_metrics
 from pll_harness.tools.models import MLMScorers
 from pll_harness.tools.progress import scoring_bar
-from pll_harness.tools.records import scoring_model
 from pll_harness.tools.resumable import RecordFile, record_format
 from pll_harness.tools.score import default_chunk_size
 from pll_harness.tools.sentences import refuse_repeated_ids

@@ -7,8 +7,8 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
+from pll_harness.provenance import scoring_model
 from pll_harness.tools.metrics import parse_metrics
-from pll_harness.tools.records import scoring_model
 from pll_harness.tools.words import word_ids
 
 

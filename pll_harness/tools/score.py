@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 from pll_harness.file_formats import jsonl_text
 from pll_harness.file_lock import same_file
+from pll_harness.provenance import scoring_model
 from pll_harness.scorer import check_sizes
 from pll_harness.tools.causal import CausalScorer
 from pll_harness.tools.interrupts import InterruptGuard
@@ -28,7 +29,6 @@ from pll_harness.tools.records import (
     pll_column,
     score_columns,
     score_fields,
-    scoring_model,
     scoring_models,
 )
 from pll_harness.tools.resumable import (
@@ -46,7 +46,7 @@ if TYPE_CHECKING:
 
 SENTENCE_FIELDS = ("id", "text", "model", *COUNT_COLUMNS)
 """``model``: the masked LM that scored the row, with its settings that are not the
-defaults (:func:`~pll_harness.tools.records.scoring_model`; with ``causal_model`` the
+defaults (:func:`~pll_harness.provenance.scoring_model`; with ``causal_model`` the
 fields of :func:`scoring_models`), so that a resumed output never mixes two models' or two
 settings' scores."""
 
