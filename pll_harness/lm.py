@@ -28,7 +28,7 @@ from pll_harness.distributed import (
 from pll_harness.file_lock import alone_or_shared, share
 from pll_harness.loading import load_masked_lm, model_identity
 from pll_harness.metrics import DEFAULT_METRIC, check_metric
-from pll_harness.provenance import folder_fingerprint, model_info
+from pll_harness.provenance import folder_fingerprint, model_info, scoring_model
 from pll_harness.scorer import PLLScorer, SentenceScore
 from pll_harness.tasks.minimal_pairs import VerbatimRow
 from pll_harness.token_log import TokenLog, check_mode
@@ -269,6 +269,13 @@ class PLLMaskedLM(LM):
             device=self.device,
             add_prefix_space=add_prefix_space,
         )
+        self._model_label = scoring_model(
+            self._checkpoint or self._model_info["model_checkpoint"] or "",
+            dtype if self._checkpoint else None,
+            self.scorer.max_length if max_length is not None else None,
+            add_prefix_space,
+        )
+        """The token log's ``model`` field: the label the tools' records carry."""
 
     @classmethod
     def create_from_arg_obj(
@@ -556,6 +563,7 @@ class PLLMaskedLM(LM):
                     "context": context,
                     "continuation": continuation,
                     **score.as_dict(),
+                    "model": self._model_label,
                     "pll_metric": self.scorer.metric,
                 }
             )

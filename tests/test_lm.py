@@ -19,6 +19,7 @@ from transformers import AutoModelForMaskedLM, AutoTokenizer, GPT2Config, GPT2LM
 from pll_harness.arguments import DTYPE_NAMES
 from pll_harness.lm import PLLMaskedLM
 from pll_harness.metrics import PLL_METRICS
+from pll_harness.provenance import scoring_model
 from pll_harness.windows import plan_windows
 
 
@@ -180,6 +181,27 @@ def test_token_log_records_per_token_scores(model_dir, tmp_path):
     assert record["logprob"] == pytest.approx(result[0])
     assert len(record["tokens"]) == len(record["token_logprobs"]) >= 3
     assert record["pll_metric"] == "word_l2r"
+    assert record["model"] == scoring_model(model_dir)
+
+
+def test_token_log_records_say_which_model_and_settings_scored_them(tiny_bert_dir, tmp_path):
+    """Records appended by runs of two models, or of one model in two dtypes, tell apart
+    which scored them, as the tools' records do."""
+    log = tmp_path / "tokens.jsonl"
+    request = instance("loglikelihood", ("", "A cat sat."))
+    for dtype in ("auto", "bfloat16"):
+        lm = PLLMaskedLM(
+            pretrained=tiny_bert_dir,
+            device="cpu",
+            dtype=dtype,
+            token_log=str(log),
+            token_log_mode="append",
+        )
+        lm.loglikelihood([request])
+        lm.token_log.close()
+    models = [json.loads(line)["model"] for line in log.read_text().splitlines()]
+    assert models == [scoring_model(tiny_bert_dir), scoring_model(tiny_bert_dir, "bfloat16")]
+    assert models[0] != models[1] and " files=" in models[0]
 
 
 def test_token_log_skips_lm_evals_padding_copies(tiny_bert_dir, tmp_path):
