@@ -120,8 +120,16 @@ def test_offloaded_weights_that_the_specs_read_directly_still_give_the_models_lo
         | {"model.final_norm": "cpu", "head": "cpu", "decoder": "cpu"},
         tmp_path / "modernbert",
     )
+    # Without a bias, only some of the projection's tensors (the weight) are offloaded.
+    modernbert_config.decoder_bias = modernbert_config.tie_word_embeddings = False
+    bias_less = _offloaded(
+        transformers.ModernBertForMaskedLM(modernbert_config),
+        {"model": "cpu", "head": "cpu", "decoder": "disk"},
+        tmp_path / "bias-less",
+    )
+    assert bias_less.decoder.bias is None
     input_ids = torch.randint(3, 97, (2, 5))
-    for model in (bert, modernbert):
+    for model in (bert, modernbert, bias_less):
         parts = split_masked_lm(model)
         with torch.no_grad():
             logits = parts.head(parts.states(input_ids, ROWS, POSITIONS))
