@@ -21,7 +21,8 @@
 #            alone for each; with RESERVE=1, ours again in a process that first holds and
 #            frees a full batch's activations (the allocator's growth in a first call), and
 #            in one that first holds and frees a pinned host block of each power of two (the
-#            host allocator's)
+#            host allocator's); with EAGER=1, ours again with CUDA_MODULE_LOADING=EAGER (every
+#            kernel's module loaded at start-up rather than at its first launch)
 #   lm_eval  `lm_eval --model pll-mlm ... --tasks blimp_pll` end to end, wall time, and where it
 #            goes (bench/lm_eval_phases.py, which runs lm-eval's command line in-process);
 #            twice, the first on a fresh machine paying cold caches, the second as a user's
@@ -257,19 +258,26 @@ attention() {
 variants() {
     local size=() only=() failed=0
     [[ -z ${ALL_N:-} ]] || size=(--n "$ALL_N")
-    [[ -z ${BASELINE:-}${RESERVE:-} ]] || only=(--defaults-only)
+    [[ -z ${BASELINE:-}${RESERVE:-}${EAGER:-} ]] || only=(--defaults-only)
     if [[ -n ${BASELINE:-} ]]; then
         PYTHONPATH="$BASELINE" run variants.log "$PY" bench/score_variants.py "${size[@]}" \
             "${only[@]}" --tag baseline --out-dir "$RESULTS" || return 1
     fi
     run variants.log "$PY" bench/score_variants.py "${size[@]}" "${only[@]}" \
         --out-dir "$RESULTS" || return 1
-    [[ -n ${RESERVE:-} ]] || return 0
-    # Each allocator's warm-up in a process of its own; one failing leaves the other's run.
-    run variants.log "$PY" bench/score_variants.py "${size[@]}" "${only[@]}" \
-        --reserve --tag reserve --out-dir "$RESULTS" || failed=1
-    run variants.log "$PY" bench/score_variants.py "${size[@]}" "${only[@]}" \
-        --pin --tag pinned --out-dir "$RESULTS" || failed=1
+    if [[ -n ${RESERVE:-} ]]; then
+        # Each allocator's warm-up in a process of its own; one failing leaves the other's run.
+        run variants.log "$PY" bench/score_variants.py "${size[@]}" "${only[@]}" \
+            --reserve --tag reserve --out-dir "$RESULTS" || failed=1
+        run variants.log "$PY" bench/score_variants.py "${size[@]}" "${only[@]}" \
+            --pin --tag pinned --out-dir "$RESULTS" || failed=1
+    fi
+    if [[ -n ${EAGER:-} ]]; then
+        # CUDA 12 loads a kernel's module when the kernel is first launched, on the launching
+        # thread; EAGER loads all of them as the process starts.
+        CUDA_MODULE_LOADING=EAGER run variants.log "$PY" bench/score_variants.py "${size[@]}" \
+            "${only[@]}" --tag eager-modules --out-dir "$RESULTS" || failed=1
+    fi
     return "$failed"
 }
 

@@ -20,6 +20,7 @@ import argparse
 import contextlib
 import gc
 import json
+import os
 import sys
 import time
 from collections.abc import Callable, Iterator
@@ -131,7 +132,8 @@ def markdown(report: dict[str, Any]) -> str:
         "",
         f"- engine: {report.get('engine', 'pll_harness')}; reserved before the first call: "
         f"{report.get('reserved_bytes', 0) / 2**30:.1f} GiB on the device, "
-        f"{report.get('pinned_bytes', 0) / 2**20:.0f} MiB pinned on the host",
+        f"{report.get('pinned_bytes', 0) / 2**20:.0f} MiB pinned on the host; CUDA's module "
+        f"loading: {report.get('cuda_module_loading') or 'the default (lazy)'}",
         f"- model: {report['model']}, bf16, word_l2r, {report['sentences']} sentences; "
         f"kernel variants compiled at the end: {report['kernel_variants']}",
         "- seconds: the timed `score()`; GPU idle before the first batch, between batches "
@@ -202,6 +204,7 @@ def main(argv: list[str] | None = None) -> None:
         "kernel_variants": pll_bench._kernel_variants(),
         "reserved_bytes": reserved,
         "pinned_bytes": pinned,
+        "cuda_module_loading": os.environ.get("CUDA_MODULE_LOADING"),
         "finished_utc": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
         "rows": rows,
     }

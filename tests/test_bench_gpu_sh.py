@@ -46,3 +46,42 @@ def test_a_package_missing_from_the_environment_is_named_and_the_steps_still_rep
     summary = (out / "summary.md").read_text()
     assert "torch MISSING" in summary and "the environment's python failed" in summary
     assert "## sample: FAILED" in summary and "## bf16: FAILED" in summary
+
+
+def test_the_variants_step_runs_each_engine_and_warm_up_in_a_process_of_its_own(tmp_path):
+    """``BASELINE`` runs the other revision's engine first (its folder first on the path),
+    then ours; ``RESERVE=1`` adds the two allocators' warm-ups and ``EAGER=1`` a process
+    with CUDA's module loading eager, each with a tag of its own so that no result file
+    overwrites another's, and all of them with the defaults alone."""
+    calls = tmp_path / "calls"
+    python = tmp_path / "python"
+    python.write_text(
+        "#!/bin/sh\n"
+        'if [ "$1" = bench/score_variants.py ]; then\n'
+        f'  echo "PYTHONPATH=$PYTHONPATH CUDA_MODULE_LOADING=$CUDA_MODULE_LOADING $*" >> {calls}\n'
+        "  exit 0\n"
+        "fi\n"
+        f'exec "{sys.executable}" "$@"\n'
+    )
+    python.chmod(0o755)
+    env = {**os.environ, "PLL_PYTHON": str(python), "MINICONS_PYTHON": str(python)}
+    env |= {"OUT": str(tmp_path / "out"), "BUDGET_S": "120", "ENVS": str(tmp_path / "envs")}
+    env |= {"BASELINE": ".baseline", "RESERVE": "1", "EAGER": "1"}
+    env.pop("CUDA_MODULE_LOADING", None)
+    env.pop("PYTHONPATH", None)
+    done = subprocess.run(
+        ["bash", "bench/gpu.sh", "variants"], cwd=REPO_ROOT, env=env, capture_output=True,
+        text=True, timeout=300,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stdout + done.stderr
+    lines = calls.read_text().splitlines()
+    settings = [line.split(" bench/score_variants.py ")[0] for line in lines]
+    assert settings == [
+        "PYTHONPATH=.baseline CUDA_MODULE_LOADING=",
+        *["PYTHONPATH= CUDA_MODULE_LOADING="] * 3,
+        "PYTHONPATH= CUDA_MODULE_LOADING=EAGER",
+    ]
+    assert all("--defaults-only" in line for line in lines)
+    tags = [line.split("--tag ")[1].split()[0] if "--tag" in line else "" for line in lines]
+    assert tags == ["baseline", "", "reserve", "pinned", "eager-modules"]
+    assert "--reserve" in lines[2] and "--pin" in lines[3]
