@@ -20,6 +20,7 @@ from tqdm import tqdm
 from pll_harness.arguments import TRANSFORMERS_ALIASES, check_known
 from pll_harness.distributed import (
     ProcessGroup,
+    checked,
     common_batching,
     failing_together,
     launched_with_several_processes,
@@ -343,14 +344,19 @@ class PLLMaskedLM(LM):
         database = getattr(cache_hook, "dbdict", None)
         if database is None:
             return
-        if self.token_log is not None:
-            self.token_log.discard()
-            raise ValueError(
-                f"token_log={self.token_log.path} records every request's tokens, but with "
-                "--use_cache the requests answered from the cache never reach the model, so "
-                "the log would miss them. Drop --use_cache or token_log."
-            )
-        self._claim_cache(database)
+        # Each process has a database of its own: one refused must not leave the others to
+        # find it gone in lm-eval's next collective, as the backend's error.
+        with failing_together(self._group):
+            if self.token_log is not None:
+                self.token_log.discard()
+                raise ValueError(
+                    f"token_log={self.token_log.path} records every request's tokens, but "
+                    "with --use_cache the requests answered from the cache never reach the "
+                    "model, so the log would miss them. Drop --use_cache or token_log."
+                )
+            self._claim_cache(database)
+        if self._group is not None:  # where another process's refusal arrives
+            checked(self._group.all_gather_object(None))
 
     def _claim_cache(self, database: Any) -> None:
         """Record this run's settings in ``database`` or refuse it.  Every run holds a lock

@@ -597,3 +597,49 @@ def test_a_rank_logs_its_distinct_requests_not_lm_evals_padding(tiny_bert_dir, c
     with caplog.at_level(logging.INFO, logger="lm_eval.pll_harness"):
         score_shared(scorer, padded, OneProcess(), disable_tqdm=True)
     assert "it tokenized its 2 distinct requests" in caplog.text
+
+
+def _foreign_cache(path: Path) -> Path:
+    """A --use_cache database that another model type filled: no record of its settings."""
+    from sqlitedict import SqliteDict
+
+    with SqliteDict(str(path), autocommit=True) as database:
+        database["0" * 64] = (-1.0, True)
+    return path
+
+
+def test_a_process_whose_cache_is_refused_tells_the_others(tiny_bert_dir, tmp_path, monkeypatch):
+    """--use_cache gives each process a database of its own, so one process can refuse its
+    own alone: the others must hear it before their first request, not find the process
+    gone in lm-eval's next collective (a gloo or NCCL error that names no cause)."""
+    from lm_eval.api.model import CachingLM
+
+    group = OneOfTwo()
+    monkeypatch.setenv("WORLD_SIZE", "2")
+    monkeypatch.setattr("pll_harness.lm.ProcessGroup", lambda: group)
+    lm = PLLMaskedLM(pretrained=tiny_bert_dir)
+    sent = len(group.sent)
+    with pytest.raises(ValueError, match="without a record of their settings"):
+        CachingLM(lm, str(_foreign_cache(tmp_path / "cache_rank1.db")))
+    assert len(group.sent) == sent + 1
+    assert isinstance(group.sent[-1], ProcessFailed)
+    assert "without a record of their settings" in str(group.sent[-1])
+
+
+def test_a_process_told_that_another_refused_its_cache_stops(tiny_bert_dir, tmp_path, monkeypatch):
+    """Rank 0's own database is fine; rank 1's refusal reaches it as the cache is handed
+    over, and a run without a refusal makes the same one exchange."""
+    from lm_eval.api.model import CachingLM
+
+    monkeypatch.setenv("WORLD_SIZE", "2")
+    failure = ProcessFailed("Process 1 stopped: ValueError: without a record of their settings")
+    told = OneOfTwo(failing_at=1, failure=failure, rank=0)
+    monkeypatch.setattr("pll_harness.lm.ProcessGroup", lambda: told)
+    lm = PLLMaskedLM(pretrained=tiny_bert_dir)
+    with pytest.raises(ProcessFailed, match="Process 1 stopped"):
+        CachingLM(lm, str(tmp_path / "told_rank0.db"))
+    fine = OneOfTwo(rank=0)
+    monkeypatch.setattr("pll_harness.lm.ProcessGroup", lambda: fine)
+    lm = PLLMaskedLM(pretrained=tiny_bert_dir)
+    CachingLM(lm, str(tmp_path / "fine_rank0.db"))
+    assert fine.sent[-1] is None and len(fine.sent) == len(told.sent)

@@ -696,8 +696,9 @@ def test_a_cache_with_several_processes_scores_each_share_alone(tiny_bert_dir, t
     requests = [instance("loglikelihood", ("", "The hooligan wrecked the souvenir."))]
     expected = PLLMaskedLM(pretrained=tiny_bert_dir, device="cpu").loglikelihood(requests)
     lm = PLLMaskedLM(pretrained=tiny_bert_dir, device="cpu")
+    cached = caching(lm, tmp_path / "cache_rank1.db")  # every process meets at the hand-over
     lm._group = NoOtherProcessComes()
-    assert caching(lm, tmp_path / "cache_rank1.db").loglikelihood(requests) == expected
+    assert cached.loglikelihood(requests) == expected
 
 
 @pytest.mark.parametrize(("rank", "shown"), [(0, True), (1, False)])
