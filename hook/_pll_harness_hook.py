@@ -9,13 +9,14 @@ lm-eval imports ``lm_eval.models`` or ``lm_eval.tasks.manager``, the watcher han
 distribution's own entry points, unless that lm-eval reads them itself, in which case it
 does nothing.
 
-Three jobs have no entry-point equivalent in any lm-eval version and are always done: task
+Four jobs have no entry-point equivalent in any lm-eval version and are always done: task
 YAMLs may ``include: pll_harness:<template>.yaml`` (lm-eval resolves an include only
 relative to the including file, so a user's YAML could otherwise reach an installed
 template only by its absolute path), the included files that lm-eval's task index parses
-again for every YAML that includes them are parsed once (:func:`_memoize_includes`), and a
+again for every YAML that includes them are parsed once (:func:`_memoize_includes`), a
 pair task's YAML given to ``--tasks`` by its path tells the task's loader where it lies
-(:func:`_record_pair_task_yamls`).
+(:func:`_record_pair_task_yamls`), and ``--metadata`` keys that name a pair loader's
+options stay out of its call (:func:`_keep_pair_options_out_of_metadata`).
 """
 
 import sys
@@ -262,10 +263,32 @@ def _wrap_yaml_loader(yaml_loader: "ModuleType") -> None:
     _record_pair_task_yamls(yaml_loader)
 
 
+def _keep_pair_options_out_of_metadata(task_config: "ModuleType") -> None:
+    """lm-eval hands a task's loader its metadata, which holds every ``--metadata`` and
+    ``--model_args`` key of the run, beside its ``dataset_kwargs``: a key that names a pair
+    loader's option would break or redirect it.  Each ``TaskConfig`` is looked at as lm-eval
+    builds it, once the pair loaders' module is imported (resolving a pair task's
+    ``custom_dataset`` imports it); ``keep_options_out_of_metadata`` leaves every other
+    task's config alone."""
+    cls = getattr(task_config, "TaskConfig", None)
+    original = getattr(cls, "__post_init__", None)
+    if original is None:  # an lm-eval that builds its task configs elsewhere
+        return
+
+    def __post_init__(self) -> None:
+        original(self)
+        pairs = sys.modules.get(PAIR_LOADERS_MODULE)
+        if pairs is not None:
+            pairs.keep_options_out_of_metadata(self)
+
+    cls.__post_init__ = __post_init__
+
+
 _AFTER_IMPORT: "dict[str, Callable[[ModuleType], None]]" = {
     "lm_eval.models": _register_models,
     "lm_eval.tasks.manager": _add_task_folders,
     "lm_eval.tasks._yaml_loader": _wrap_yaml_loader,
+    "lm_eval.config.task": _keep_pair_options_out_of_metadata,
 }
 
 

@@ -481,6 +481,19 @@ def test_lm_eval_loads_through_the_three_wrappers():
     assert wrapped_function(middle).__qualname__.startswith(hook._memoize_includes.__name__)
 
 
+def test_lm_eval_builds_task_configs_through_the_metadata_wrapper():
+    """Each ``TaskConfig`` goes to the pair loaders' module (tests/test_tasks_loader.py
+    checks what it does); an lm-eval whose module has no ``TaskConfig`` is left alone."""
+    from lm_eval.config.task import TaskConfig
+
+    assert TaskConfig.__post_init__.__qualname__.startswith(
+        hook._keep_pair_options_out_of_metadata.__name__
+    )
+    elsewhere = ModuleType("lm_eval.config.task")
+    hook._keep_pair_options_out_of_metadata(elsewhere)
+    assert vars(elsewhere).keys() == vars(ModuleType("lm_eval.config.task")).keys()
+
+
 def wrapped_function(wrapper):
     """The one function that a wrapper of the hook closes over."""
     (inner,) = (cell.cell_contents for cell in wrapper.__closure__ if callable(cell.cell_contents))

@@ -624,3 +624,44 @@ def test_json_with_a_nested_field_is_read_the_default_way(
     read = mp._read([path], "json")
     assert calls[-1] == {"split": mp.SPLIT}
     assert read.features == default.features and read.to_list() == default.to_list()
+
+
+@pytest.mark.parametrize(
+    "metadata",
+    [
+        {"where": {"kind": "x"}},
+        {"data_files": "other.csv"},
+        {"good": "b", "bad": "g"},
+        {"data_file": "other.csv", "max_seq_lengths": [4096]},
+    ],
+    ids=["where", "data_files", "columns", "near_miss"],
+)
+def test_metadata_keys_never_reach_a_pair_loader_as_its_options(
+    metadata, tmp_path, monkeypatch, caplog
+) -> None:
+    """lm-eval hands every task's loader ``--metadata`` (and ``--model_args``) beside its
+    ``dataset_kwargs``: a key the YAML also sets used to stop the run with "got multiple
+    values for keyword argument", one it leaves out used to filter or swap what is scored
+    without a word, and a near miss stopped the run as a misspelt ``dataset_kwargs`` key.
+    The YAML's options stand, the keys are named once, and other keys pass."""
+    from lm_eval.tasks import TaskManager
+
+    monkeypatch.setattr(mp, "_warned", set())
+    _write_csv(tmp_path / "p.csv", "g,b,kind\nA1.,B1.,x\nA2.,B2.,y\n")
+    _write_csv(tmp_path / "other.csv", "g,b,kind\nWrong.,B.,x\n")
+    (tmp_path / "meta_pairs.yaml").write_text(
+        "task: meta_pairs\ninclude: pll_harness:minimal_pair.yaml\n"
+        "dataset_kwargs: {data_files: p.csv, good: g, bad: b}\n",
+        encoding="utf-8",
+    )
+    manager = TaskManager(include_defaults=False, include_path=str(tmp_path), metadata=metadata)
+    with caplog.at_level(logging.WARNING, logger="lm_eval.pll_harness"):
+        task = manager.load(["meta_pairs"])["tasks"]["meta_pairs"]
+    assert [doc["sentence_good"] for doc in task.eval_docs] == ["A1.", "A2."]
+    assert [doc["sentence_bad"] for doc in task.eval_docs] == ["B1.", "B2."]
+    assert caplog.text.count("ignores") == 1
+    options = [key for key in metadata if key != "max_seq_lengths"]
+    assert all(f"{key}=" in caplog.text for key in options)
+    assert "max_seq_lengths" not in caplog.text
+    assert task.config.metadata["version"] == 1.0
+    assert task.config.metadata.get("max_seq_lengths") == metadata.get("max_seq_lengths")

@@ -199,6 +199,46 @@ def record_task_yaml(cfg: dict[str, Any], path: str | Path) -> None:
         metadata[TASK_YAML_KEY] = str(Path(path).expanduser().resolve())
 
 
+def keep_options_out_of_metadata(config: Any) -> None:
+    """Drop a pair task's loader options from its metadata, saying so once per set of keys.
+
+    lm-eval merges ``--metadata`` and every ``--model_args`` key into each task's metadata
+    and calls ``custom_dataset(**metadata, **dataset_kwargs)``.  A loader option there is
+    meant for some other task of the run, yet it would reach our loader: one that the YAML
+    also sets (``data_files``, EventsAdapt's ``where``) stops the run with Python's "got
+    multiple values for keyword argument", one it leaves out (``where`` on BLiMP, a
+    ``data_format``) silently changes which rows or columns are scored, and a near miss
+    (``data_file``) stops the run as a misspelt ``dataset_kwargs`` key
+    (:func:`_check_options`).  A pair task's options come from its YAML's
+    ``dataset_kwargs`` alone.  The start-up hook calls this for every ``TaskConfig`` that
+    lm-eval builds; other tasks' configs are left as they are."""
+    metadata = config.metadata
+    pair_task = any(config.custom_dataset is loader for loader in PAIR_LOADERS)
+    if not pair_task or not isinstance(metadata, dict):
+        return
+    dropped = sorted(key for key in metadata if _like_an_option(key))
+    if not dropped:
+        return
+    config.metadata = {k: v for k, v in metadata.items() if k not in dropped}
+    case = f"metadata options {dropped}"
+    if case not in _warned:
+        _warned.add(case)
+        logger.warning(
+            "Task %s (and any other pair task of this run) ignores %s from lm-eval's "
+            "--metadata or --model_args, which lm-eval hands every task: a pair task reads "
+            "its pairs as its YAML's dataset_kwargs say. Set them there (docs/tasks.md).",
+            config.task,
+            ", ".join(f"{key}={metadata[key]!r}" for key in dropped),
+        )
+
+
+def _like_an_option(key: str) -> bool:
+    """Whether the pair loaders would take ``key`` for one of their options, or refuse it
+    as a near miss of one (:func:`_check_options`)."""
+    options = (*COLUMN_OPTIONS, *LOADER_OPTIONS)
+    return key in options or bool(difflib.get_close_matches(key, options, n=1, cutoff=0.75))
+
+
 def _task_yaml(config_source: str | None, recorded: str | None) -> str | None:
     """The task's YAML: lm-eval's ``config_source``, else the one the hook recorded."""
     if config_source and config_source != "inline":
