@@ -17,6 +17,17 @@ def test_parse_metrics():
         parse_metrics("l2r")
 
 
+def test_an_unknown_metric_names_the_tools_default():
+    """The tools' --metric defaults to 'all' (their --help and docs/tools.md), not to
+    pll-mlm's word_l2r, which the registry's own error names."""
+    with pytest.raises(ValueError, match="Unknown pll_metric 'l2r'") as error:
+        parse_metrics("original,l2r")
+    message = str(error.value)
+    assert "'all' (the default)" in message
+    assert all(name in message for name in PLL_METRICS)
+    assert "word_l2r'" not in message
+
+
 def test_labels_and_colours_are_the_registry_s():
     assert [metric_label(m) for m in PLL_METRICS] == [METRICS[m].label for m in PLL_METRICS]
     assert [metric_colour(m) for m in PLL_METRICS] == [METRICS[m].colour for m in PLL_METRICS]

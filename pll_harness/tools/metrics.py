@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from pll_harness.metrics import METRICS, PLL_METRICS, check_metric
+from pll_harness.metrics import METRICS, PLL_METRICS
 
 CAUSAL_COLOUR = "#2166ac"
 
@@ -34,8 +34,20 @@ def parse_metrics(spec: str | Sequence[str] | None) -> list[str]:
         for name in (p.strip() for p in part.split(",")):
             if not name:
                 continue
-            candidates = list(PLL_METRICS) if name == "all" else [check_metric(name)]
+            candidates = list(PLL_METRICS) if name == "all" else [_known_metric(name)]
             names.extend(c for c in candidates if c not in names)
     if not names:
         raise ValueError(f"No metric given; choose 'all' or some of: {', '.join(PLL_METRICS)}.")
     return names
+
+
+def _known_metric(name: str) -> str:
+    """``name`` if it is a metric, else an error that names the tools' default, ``all``:
+    the registry's own error names pll-mlm's default (word_l2r), which a ``pll-harness``
+    user, whose ``--help`` says 'all', would take for the command's."""
+    if name in METRICS:
+        return name
+    raise ValueError(
+        f"Unknown pll_metric {name!r} in --metric. Choose one of: 'all' (the default) or "
+        f"a comma-separated list of {', '.join(PLL_METRICS)}."
+    )
