@@ -5,6 +5,8 @@ from __future__ import annotations
 import csv
 import importlib
 import math
+import re
+import sys
 
 import pytest
 from tools_support import assert_png, causal_reference
@@ -271,6 +273,16 @@ def test_a_causal_model_that_fails_to_load_leaves_no_output_folder(tiny_bert_dir
     args = ["diagnose", "-m", tiny_bert_dir, "--dataset", str(data), "-o", str(out)]
     assert main([*args, "--causal", str(tmp_path / "no-such-lm"), "--no-progress"]) == 1
     assert "no-such-lm" in capsys.readouterr().err
+    assert not out.exists()
+
+
+def test_without_wordfreq_the_error_says_how_to_install_it(tiny_bert_dir, tmp_path, monkeypatch):
+    """Word frequencies come from the tools extra too: a missing wordfreq says how to
+    install it, as the docs do, rather than only that the module is missing."""
+    monkeypatch.setitem(sys.modules, "wordfreq", None)
+    out = tmp_path / "diag"
+    with pytest.raises(ImportError, match=re.escape("wordfreq, from the tools extra: pip")):
+        diagnose(tiny_bert_dir, "eventsadapt", out, metrics="original", limit=1)
     assert not out.exists()
 
 

@@ -4,7 +4,7 @@ Each sub-command is a Python function too::
 
     from pll_harness.tools import compare, diagnose, explain, read_sentences, score_file
 
-Plots need the ``tools`` extra (matplotlib, wordfreq): ``pip install 'pll-harness[tools]'``;
+Plots need the ``tools`` extra (matplotlib, wordfreq): ``pip install '.[tools]'`` in a checkout;
 matplotlib and wordfreq are imported only when a plot or a frequency is needed.
 """
 

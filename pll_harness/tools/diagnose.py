@@ -32,7 +32,7 @@ from pll_harness.tools.causal import CausalScorer
 from pll_harness.tools.interrupts import InterruptGuard
 from pll_harness.tools.metrics import metric_colour, metric_label, parse_metrics
 from pll_harness.tools.models import MLMScorers, short_model_name
-from pll_harness.tools.plotting import pyplot, save_figure
+from pll_harness.tools.plotting import pyplot, save_figure, tools_extra_missing
 from pll_harness.tools.progress import scoring_bar
 from pll_harness.tools.records import (
     CAUSAL_LOGPROB,
@@ -247,6 +247,16 @@ def _words(
     return sentence_words(text, offsets, word_ids)
 
 
+def wordfreq_zipf() -> Callable[[str, str], float]:
+    """``wordfreq.zipf_frequency``, imported when a frequency is needed; missing (the
+    ``tools`` extra not installed), an error that says how to install it."""
+    try:
+        from wordfreq import zipf_frequency
+    except ImportError as error:
+        raise tools_extra_missing("wordfreq", "Word frequencies") from error
+    return zipf_frequency
+
+
 def _score_words(
     words: Sequence[str],
     scorers: MLMScorers,
@@ -255,7 +265,7 @@ def _score_words(
 ) -> list[dict[str, Any]]:
     """Each word's row: its PLL in :data:`WORD_CONTEXT` under every metric (and the causal
     model's log-probability) beside its frequency."""
-    from wordfreq import zipf_frequency
+    zipf_frequency = wordfreq_zipf()
 
     requests = [(WORD_CONTEXT, w) for w in words]
     word_scores = scorers.score_requests(requests, progress.update if progress else None)
@@ -360,7 +370,7 @@ def diagnose_sentences(
     afresh); ``chunk_size`` items are scored and written per step (default as for
     ``score``).
     """
-    from wordfreq import zipf_frequency
+    zipf_frequency = wordfreq_zipf()
 
     keeping = Keeping(
         Path(output_dir) if output_dir is not None else None, overwrite, chunk_size, progress

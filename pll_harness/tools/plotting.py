@@ -5,13 +5,23 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+TOOLS_EXTRA = "pip install '.[tools]' in a checkout of pll_harness"
+"""How to install the ``tools`` extra (matplotlib, wordfreq), as the README and
+docs/tools.md say: the package installs from its checkout, and ``pll-harness[tools]``
+would send pip to a package index for it instead."""
+
+
+def tools_extra_missing(module: str, needed_for: str) -> ImportError:
+    """The error for a missing module of the ``tools`` extra, saying how to install it."""
+    return ImportError(f"{needed_for} need {module}, from the tools extra: {TOOLS_EXTRA}.")
+
 
 def pyplot() -> Any:
     """matplotlib's pyplot on the non-interactive Agg backend (no display needed)."""
     try:
         import matplotlib
-    except ImportError as error:  # pragma: no cover - depends on the environment
-        raise ImportError("Plots need matplotlib: pip install 'pll-harness[tools]'.") from error
+    except ImportError as error:
+        raise tools_extra_missing("matplotlib", "Plots") from error
     matplotlib.use("Agg", force=True)
     import matplotlib.pyplot as plt
 
