@@ -271,12 +271,15 @@ class PLLMaskedLM(LM):
             add_prefix_space=add_prefix_space,
         )
         self._model_label = scoring_model(
-            self._checkpoint or self._model_info["model_checkpoint"] or "",
+            self._checkpoint
+            or self._model_info["model_checkpoint"]
+            or self._model_info["model_architecture"],
             dtype if self._checkpoint else None,
             self.scorer.max_length if max_length is not None else None,
             add_prefix_space,
         )
-        """The token log's ``model`` field: the label the tools' records carry."""
+        """The token log's ``model`` field: the label the tools' records carry (a model
+        built in memory, which has no name, by its class)."""
 
     @classmethod
     def create_from_arg_obj(

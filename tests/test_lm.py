@@ -14,7 +14,14 @@ import pytest
 import torch
 from lm_eval.api.instance import Instance
 from reference_pll import float64_model, masked_set, naive_pll
-from transformers import AutoModelForMaskedLM, AutoTokenizer, GPT2Config, GPT2LMHeadModel
+from transformers import (
+    AutoModelForMaskedLM,
+    AutoTokenizer,
+    BertConfig,
+    BertForMaskedLM,
+    GPT2Config,
+    GPT2LMHeadModel,
+)
 
 from pll_harness.arguments import DTYPE_NAMES
 from pll_harness.lm import PLLMaskedLM
@@ -202,6 +209,18 @@ def test_token_log_records_say_which_model_and_settings_scored_them(tiny_bert_di
     models = [json.loads(line)["model"] for line in log.read_text().splitlines()]
     assert models == [scoring_model(tiny_bert_dir), scoring_model(tiny_bert_dir, "bfloat16")]
     assert models[0] != models[1] and " files=" in models[0]
+    tokenizer = AutoTokenizer.from_pretrained(tiny_bert_dir)
+    shape = {"hidden_size": 8, "num_attention_heads": 2, "intermediate_size": 16}
+    built = BertForMaskedLM(BertConfig(vocab_size=len(tokenizer), num_hidden_layers=1, **shape))
+    lm = PLLMaskedLM(
+        pretrained=built.eval(),
+        tokenizer=tokenizer,
+        device="cpu",
+        token_log=str(tmp_path / "built.jsonl"),
+    )
+    lm.loglikelihood([request])
+    (record,) = [json.loads(line) for line in (tmp_path / "built.jsonl").read_text().splitlines()]
+    assert record["model"] == "BertForMaskedLM"  # no name: its class
 
 
 def test_token_log_skips_lm_evals_padding_copies(tiny_bert_dir, tmp_path):
