@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import logging
 import os
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -157,7 +157,9 @@ def load_masked_lm(
         model_kwargs["device_map"] = device_map
     try:
         with explained_load_errors(pretrained):
-            model = AutoModelForMaskedLM.from_pretrained(pretrained, **model_kwargs)
+            model, loading_info = AutoModelForMaskedLM.from_pretrained(
+                pretrained, output_loading_info=True, **model_kwargs
+            )
     except ValueError as error:
         if "Unrecognized configuration class" in str(error):
             raise ValueError(
@@ -165,6 +167,7 @@ def load_masked_lm(
                 f"class for its config). pll-mlm scores masked LMs; {FOR_CAUSAL_LMS}"
             ) from error
         raise
+    refuse_untrained_weights(pretrained, loading_info.get("missing_keys", ()))
     with explained_load_errors(tokenizer or pretrained):
         tok = AutoTokenizer.from_pretrained(
             tokenizer or pretrained,
@@ -253,6 +256,29 @@ def refuse_a_tokenizer_without_vocabulary(tokenizer: Any, name: str) -> None:
 
 VOCABULARY_PROBE = "The cat sat on the mat."
 """Plain words that any tokenizer with a vocabulary reads as something but unknowns."""
+
+
+def refuse_untrained_weights(name: str, missing: Iterable[str]) -> None:
+    """Refuse a checkpoint whose file lacks weights the masked-LM class needs.
+
+    transformers fills them with random values and only prints a load report: a base
+    model (``BertModel``, as sentence encoders ship), a classifier fine-tuned from BERT or
+    an ELECTRA discriminator loads as ``AutoModelForMaskedLM`` with a random MLM head, and
+    every score would then be noise that looks like a result.  A masked LM saved whole
+    misses nothing (tied weights, such as the decoder that shares the embeddings, are not
+    counted as missing)."""
+    missing = sorted(missing)
+    if not missing:
+        return
+    shown = ", ".join(missing[:4]) + (f" and {len(missing) - 4} more" if len(missing) > 4 else "")
+    raise ValueError(
+        f"{name} has no trained weights for {len(missing)} parameter(s) of its masked-LM "
+        f"class ({shown}): transformers would fill them with random values, so every score "
+        "would be noise. It was not saved as a masked LM (a base model, a classifier or an "
+        "ELECTRA discriminator saves no MLM head). Use a checkpoint trained for masked "
+        "language modelling with its head (AutoModelForMaskedLM), e.g. an ELECTRA "
+        "generator rather than its discriminator."
+    )
 
 
 def _looks_like_a_path(name: str) -> bool:

@@ -109,6 +109,27 @@ def test_a_checkpoint_without_its_tokenizer_files_is_refused(fixture, request, t
     assert loaded.tokenizer.tokenize("The cat sat.")[0] == "The"
 
 
+@pytest.mark.parametrize("saved_as", ["AutoModel", "AutoModelForSequenceClassification"])
+@pytest.mark.parametrize("fixture", ["tiny_bert_dir", "tiny_roberta_dir"])
+def test_a_checkpoint_saved_without_its_mlm_head_is_refused(fixture, saved_as, request, tmp_path):
+    """A base model or a classifier loads as a masked LM with a random head, which
+    transformers only reports in a load report: every score would be noise."""
+    import transformers
+
+    source = request.getfixturevalue(fixture)
+    getattr(transformers, saved_as).from_pretrained(source).save_pretrained(tmp_path)
+    AutoTokenizer.from_pretrained(source).save_pretrained(tmp_path)
+    with pytest.raises(ValueError, match=r"no trained weights .*not saved as a masked LM"):
+        loading.load_masked_lm(str(tmp_path), device="cpu")
+
+
+def test_a_masked_lm_saved_whole_is_taken(tiny_bert_dir, tmp_path):
+    """Its decoder shares the embeddings' weights, which the file need not hold twice."""
+    AutoModelForMaskedLM.from_pretrained(tiny_bert_dir).save_pretrained(tmp_path)
+    AutoTokenizer.from_pretrained(tiny_bert_dir).save_pretrained(tmp_path)
+    assert loading.load_masked_lm(str(tmp_path), device="cpu").model.training is False
+
+
 def test_a_tokenizer_whose_vocabulary_is_all_added_tokens_is_taken():
     """A character vocabulary added token by token reads words: it is not a folder
     without tokenizer files, though it too has no token but added ones."""
