@@ -45,3 +45,17 @@ def test_a_file_system_without_flock_leaves_every_user_alone(tmp_path, monkeypat
     with open(tmp_path / "users", "ab") as handle:
         assert alone_or_shared(handle)
         share(handle)
+
+
+def test_two_names_one_of_which_does_not_exist_yet_are_two_files(tmp_path):
+    """A resumed ``score -o scores.csv --tokens tokens.csv`` whose token file is new: the
+    output exists and the token file does not yet, and the check that they differ must say
+    so rather than stop the run on the missing one."""
+    from pll_harness.file_lock import same_file
+
+    existing = tmp_path / "scores.csv"
+    existing.write_text("id\r\n")
+    missing = tmp_path / "tokens.csv"
+    assert not same_file(existing, missing)
+    assert not same_file(missing, existing)
+    assert same_file(existing, tmp_path / "." / "scores.csv")
