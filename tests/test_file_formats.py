@@ -59,3 +59,13 @@ def test_strict_csv_rows_names_the_line_and_the_fault_of_malformed_quoting(text,
     with pytest.raises(MalformedCSV) as error:
         list(rows)
     assert (error.value.line, error.value.fault) == (line, fault)
+
+
+def test_jsonl_text_keeps_non_ascii_text_as_written():
+    """A JSONL output is read by people and by other tools: a sentence in French or German
+    reads as written, not as ``\\u00e9`` escapes."""
+    from pll_harness.file_formats import jsonl_text
+
+    assert jsonl_text([{"text": "Ça a été écrit"}, {"text": "Straße"}]) == (
+        '{"text": "Ça a été écrit"}\n{"text": "Straße"}\n'
+    )
