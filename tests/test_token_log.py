@@ -55,3 +55,12 @@ def test_a_folder_is_refused_with_a_file_name_to_use(tmp_path, mode):
     with pytest.raises(ValueError, match=r"is a folder; name a file in it, such as .*tokens"):
         TokenLog(tmp_path, mode)
     assert list(tmp_path.iterdir()) == []
+
+
+def test_discard_keeps_an_empty_log_this_run_did_not_create(tmp_path):
+    """An empty file the user made (``touch tokens.jsonl``) or an earlier run left is not
+    this run's to delete when it fails as it starts: only a file it created goes."""
+    path = tmp_path / "tokens.jsonl"
+    path.write_text("")
+    TokenLog(path, "append").discard()
+    assert path.exists()
