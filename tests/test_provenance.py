@@ -165,3 +165,64 @@ def test_the_dtype_a_local_checkpoint_declares_is_its_default(tiny_bert_dir, tmp
     assert scoring_model(str(folder), "bfloat16").endswith(" dtype=bfloat16")
     assert scoring_model("pll-demo", "float32") == scoring_model("pll-demo")
     assert scoring_model("org/name", "float32") == "org/name dtype=float32"
+
+
+def test_a_folder_named_like_a_commit_outside_the_cache_has_none(tmp_path):
+    """Only a Hugging Face cache snapshot is named by its commit: a user's own folder that
+    happens to be named by 40 hex digits (a git hash as a run name) recorded as
+    ``model_sha`` would claim a hub commit it never was."""
+    folder = tmp_path / MAIN
+    folder.mkdir()
+    assert checkpoint_commit(str(folder)) is None
+
+
+def test_a_folder_fingerprint_tells_a_renamed_file(tmp_path):
+    """Which file a folder's weights are in decides what loads (``model.safetensors``
+    before ``pytorch_model.bin``): the same bytes under another name are another model."""
+    folder = tmp_path / "model"
+    folder.mkdir()
+    (folder / "pytorch_model.bin").write_bytes(b"weights")
+    before = folder_fingerprint(str(folder))
+    (folder / "pytorch_model.bin").rename(folder / "model.safetensors")
+    assert folder_fingerprint(str(folder)) != before
+
+
+def test_a_large_file_saved_again_at_the_same_size_changes_the_fingerprint(tmp_path, monkeypatch):
+    """A model trained again into its folder keeps its architecture, so its weights file
+    keeps its size: past :data:`HASHED_FILE_BYTES`, the modification time is what tells
+    the new weights from the old."""
+    import os
+
+    import pll_harness.provenance as provenance
+
+    monkeypatch.setattr(provenance, "HASHED_FILE_BYTES", 4)
+    folder = tmp_path / "model"
+    folder.mkdir()
+    weights = folder / "model.safetensors"
+    weights.write_bytes(b"old weights")
+    os.utime(weights, ns=(1_000_000_000, 1_000_000_000))
+    before = folder_fingerprint(str(folder))
+    weights.write_bytes(b"new weights")
+    os.utime(weights, ns=(2_000_000_000, 2_000_000_000))
+    assert folder_fingerprint(str(folder)) != before
+
+
+def test_add_prefix_space_is_part_of_the_label_and_the_model_info(tiny_roberta_dir):
+    """``add_prefix_space`` changes a byte-level BPE model's scores: a resumed output must
+    not mix scores with and without it, and a results file must say which it was."""
+    assert scoring_model("org/name", add_prefix_space=True) == "org/name add_prefix_space=True"
+    assert scoring_model("org/name", add_prefix_space=False) == "org/name add_prefix_space=False"
+    model = AutoModelForMaskedLM.from_pretrained(tiny_roberta_dir)
+    assert model_info(model, "original", 64, add_prefix_space=True)["pll_add_prefix_space"]
+
+
+def test_a_transformers_4_torch_dtype_is_the_checkpoints_default_too(tmp_path):
+    """A checkpoint saved by transformers 4 declares its dtype as ``torch_dtype``: writing
+    that dtype out must resume the output that ``auto`` wrote, as with ``dtype``."""
+    import json
+
+    folder = tmp_path / "model"
+    folder.mkdir()
+    (folder / "config.json").write_text(json.dumps({"torch_dtype": "float16"}))
+    assert scoring_model(str(folder), "float16") == scoring_model(str(folder), "auto")
+    assert scoring_model(str(folder), "float32").endswith(" dtype=float32")
