@@ -240,7 +240,13 @@ def test_a_field_past_the_csv_modules_default_limit_resumes(tmp_path):
 
 
 @pytest.mark.parametrize(
-    ("name", "explicit"), [("out.gz", None), ("out.csv.gz", "jsonl"), ("out.jsonl.zst", None)]
+    ("name", "explicit"),
+    [
+        ("out.gz", None),
+        ("out.csv.gz", "jsonl"),
+        ("out.jsonl.zst", None),
+        ("out.csv.GZ", None),  # a suffix in capitals compresses as well
+    ],
 )
 def test_a_compressed_name_is_refused_whatever_the_format(name, explicit):
     with pytest.raises(ValueError, match="drop the compression suffix"):
@@ -418,3 +424,32 @@ def test_an_output_saved_with_a_byte_order_mark_resumes(tmp_path, fmt):
         record_file.close()
     assert path.read_bytes() == b"\xef\xbb\xbf" + write(tmp_path / "want", fmt)
     assert reopen(path, fmt) == ROWS
+
+
+def test_each_chunk_is_on_disk_before_the_next_is_scored(tmp_path, monkeypatch):
+    """A chunk flushed but not synced can be lost to a power cut or a node that goes down
+    while the resumed run takes the file as it finds it: every append ends with an fsync
+    of the output."""
+    import os
+
+    synced: list[int] = []
+    real_fsync = os.fsync
+    monkeypatch.setattr(os, "fsync", lambda fd: (synced.append(fd), real_fsync(fd))[1])
+    record_file = RecordFile(tmp_path / "out.csv", "csv", COLUMNS, ("id",))
+    try:
+        record_file.start()
+        synced.clear()
+        record_file.append(ROWS[:1])
+        assert synced == [record_file.handle.fileno()]
+    finally:
+        record_file.close()
+
+
+def test_a_folder_this_process_cannot_write_in_is_refused_on_opening(tmp_path, monkeypatch):
+    """An output in a read-only folder must stop the run before the models load, not once
+    they have. Root may write anywhere, so the folder is read-only as ``os.access`` says."""
+    import os
+
+    monkeypatch.setattr(os, "access", lambda path, mode: not mode & os.W_OK)
+    with pytest.raises(PermissionError):
+        check_creatable(tmp_path / "out.csv")
