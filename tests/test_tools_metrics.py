@@ -40,3 +40,10 @@ def test_an_unknown_metric_has_no_label_or_colour():
         metric_label("global_l2r")
     with pytest.raises(KeyError):
         metric_colour("global_l2r")
+
+
+def test_empty_names_in_a_metric_list_are_skipped():
+    """``--metric original,`` (a trailing comma, or two in a row when a list is edited)
+    means the metrics named, not an unknown metric ''."""
+    assert parse_metrics("original,") == ["original"]
+    assert parse_metrics("original,, word_l2r") == ["original", "word_l2r"]
