@@ -792,3 +792,16 @@ def test_add_prefix_space_reaches_the_tokenizer_and_a_resumed_file_keeps_it(
     capsys.readouterr()
     assert main([*args, "-o", str(out)]) == 1
     assert "but this run has model" in capsys.readouterr().err
+
+
+def test_the_unscored_warning_counts_the_ids_it_leaves_out(capsys):
+    """Ten ids are named in full, with no "and 0 more" that would send the user looking
+    for sentences that are not there; past ten, the count of the others is given."""
+    from pll_harness.tools.score import _warn_unscored
+
+    _warn_unscored([str(i) for i in range(10)], "score")
+    named_all = capsys.readouterr().err
+    assert "ids 0, 1, 2, 3, 4, 5, 6, 7, 8, 9)" in named_all
+    assert "more" not in named_all
+    _warn_unscored([str(i) for i in range(12)], "score")
+    assert "ids 0, 1, 2, 3, 4, 5, 6, 7, 8, 9 and 2 more)" in capsys.readouterr().err
