@@ -749,3 +749,25 @@ def test_a_score_written_as_nan_is_shown_as_nan_not_as_not_run(tmp_path):
     with open(tmp_path / "board.csv", encoding="utf-8", newline="") as handle:
         table = {row["model_type"]: row for row in csv.DictReader(handle)}
     assert table["pll-mlm"]["blimp_pll"] == "nan" and table["hf"]["blimp_pll_ellipsis"] == ""
+
+
+def test_a_share_limit_is_shown_as_a_share(tmp_path):
+    """``--limit 0.5`` scores half of each task: its row must say ``limit=0.5``, not a
+    ``limit=0`` that reads as nothing scored, and stay apart from ``--limit 0.25``."""
+    folder = tmp_path / "results"
+    _result(folder, "half", "hf", {"pretrained": "gpt2"}, {"blimp_pll": 0.9}, 1.0, limit=0.5)
+    _result(folder, "quarter", "hf", {"pretrained": "gpt2"}, {"blimp_pll": 0.7}, 2.0, limit=0.25)
+    runs = load_runs([folder])
+    assert sorted(r.label for r in runs) == ["gpt2 (hf, limit=0.25)", "gpt2 (hf, limit=0.5)"]
+
+
+def test_a_filtered_metric_is_not_taken_for_the_unfiltered_one(tmp_path):
+    """lm-eval writes a metric once per filter (``acc,none``, ``acc,strict-match``): the
+    leaderboard shows the unfiltered value, whichever comes last in the file."""
+    folder = tmp_path / "results"
+    path = _result(folder, "run", "hf", {"pretrained": "gpt2"}, {"blimp_pll": 0.8})
+    data = json.loads(path.read_text())
+    data["results"]["blimp_pll"]["acc,strict-match"] = 0.1
+    path.write_text(json.dumps(data))
+    (run,) = load_runs([folder])
+    assert run.scores["blimp_pll"]["acc"] == 0.8
