@@ -198,3 +198,15 @@ def test_a_plot_path_that_is_a_folder_is_refused_before_the_model_loads(
     argv = ["explain", "-m", "some-model", "A cat sat.", "--plot", str(tmp_path)]
     assert main([*argv, *(["--json"] if as_json else [])]) == 1
     assert "is a folder; give the plot a file name" in capsys.readouterr().err
+
+
+def test_a_tie_favours_neither_sentence():
+    """Two sentences with the same PLL (the same sentence twice, or a swap the model cannot
+    tell) are a tie: naming A would report a preference that is not there."""
+    from pll_harness.tools.explain import Explanation
+
+    a = Explanation("a b", ("a", "b"), (0, 1), ("a", "b"), {"original": (-1.0, -2.0)})
+    b = Explanation("b a", ("b", "a"), (0, 1), ("b", "a"), {"original": (-2.0, -1.0)})
+    assert "= +0.00 nats, favours neither;" in difference_report(a, b)
+    worse = Explanation("c", ("c",), (0,), ("c",), {"original": (-9.0,)})
+    assert "favours A;" in difference_report(a, worse)
