@@ -187,3 +187,13 @@ def test_a_lone_surrogate_is_refused_with_its_row(tmp_path):
     path.write_text('{"text": "The cat."}\n{"text": "a\\ud800b"}\n')
     with pytest.raises(ValueError, match=r"s.jsonl: row 2: .*not UTF-8.*surrogate"):
         read_sentences(str(path))
+
+
+def test_eventsadapt_limit_keeps_that_many_pairs():
+    """``--limit 3`` keeps the first three pairs, as lm-eval's ``--limit`` keeps three
+    items: one pair more would make a limited run's numbers match no lm-eval run."""
+    from pll_harness.tools.sentences import eventsadapt_sentences
+
+    kept = eventsadapt_sentences(limit=3)
+    assert len(kept) == 6
+    assert [s.id for s in kept] == [s.id for s in eventsadapt_sentences()[:6]]
