@@ -665,3 +665,16 @@ def test_metadata_keys_never_reach_a_pair_loader_as_its_options(
     assert "max_seq_lengths" not in caplog.text
     assert task.config.metadata["version"] == 1.0
     assert task.config.metadata.get("max_seq_lengths") == metadata.get("max_seq_lengths")
+
+
+def test_a_stereotype_pairs_difference_is_more_minus_less() -> None:
+    """CrowS-Pairs' ``score_diff`` reads as BLiMP's does: positive where the more
+    stereotyping sentence scores higher, which is what ``pct_stereotype`` counts."""
+    assert mp.process_stereotype_pair({}, [(-1.0, False), (-3.0, False)]) == {
+        "pct_stereotype": 1.0,
+        "score_diff": 2.0,
+    }
+    assert mp.process_stereotype_pair({}, [(-3.0, False), (-1.0, False)]) == {
+        "pct_stereotype": 0.0,
+        "score_diff": -2.0,
+    }
