@@ -302,7 +302,7 @@ class RecordFile:
         end = text.rfind("\n") + 1  # JSON escapes newlines, so records end at "\n" only
         lines = text[:end].split("\n")[:-1]
         while lines and _is_blank(lines[-1]):
-            end -= len(lines.pop()) + 1
+            lines.pop()
         records = []
         for number, line in enumerate(lines, start=1):
             try:
