@@ -135,12 +135,18 @@ def _check_options(options: Mapping[str, Any], columns: tuple[str, str]) -> None
                 f"dataset_kwargs.{key} names a column for the other pair template; this one "
                 f"names its two sentence columns with {columns[0]!r} and {columns[1]!r}."
             )
-        close = difflib.get_close_matches(key, known, n=1, cutoff=0.75)
+        close = _near_miss(key, known)
         if close:
             raise ValueError(
-                f"dataset_kwargs has {key!r}: did you mean {close[0]!r}? The pair loaders "
+                f"dataset_kwargs has {key!r}: did you mean {close!r}? The pair loaders "
                 f"take {', '.join(known)}."
             )
+
+
+def _near_miss(key: str, options: Sequence[str]) -> str | None:
+    """The option ``key`` is probably a misspelling of, if any."""
+    close = difflib.get_close_matches(key, options, n=1, cutoff=0.75)
+    return close[0] if close else None
 
 
 def load_pairs(
@@ -236,7 +242,7 @@ def _like_an_option(key: str) -> bool:
     """Whether the pair loaders would take ``key`` for one of their options, or refuse it
     as a near miss of one (:func:`_check_options`)."""
     options = (*COLUMN_OPTIONS, *LOADER_OPTIONS)
-    return key in options or bool(difflib.get_close_matches(key, options, n=1, cutoff=0.75))
+    return key in options or _near_miss(key, options) is not None
 
 
 def _task_yaml(config_source: str | None, recorded: str | None) -> str | None:
