@@ -270,16 +270,21 @@ class PLLMaskedLM(LM):
             device=self.device,
             add_prefix_space=add_prefix_space,
         )
-        self._model_label = scoring_model(
-            self._checkpoint
-            or self._model_info["model_checkpoint"]
-            or self._model_info["model_architecture"],
-            dtype if self._checkpoint else None,
-            self.scorer.max_length if max_length is not None else None,
-            add_prefix_space,
+        self._model_label = (
+            None
+            if self.token_log is None
+            else scoring_model(
+                self._checkpoint
+                or self._model_info["model_checkpoint"]
+                or self._model_info["model_architecture"],
+                dtype if self._checkpoint else None,
+                self.scorer.max_length if max_length is not None else None,
+                add_prefix_space,
+            )
         )
         """The token log's ``model`` field: the label the tools' records carry (a model
-        built in memory, which has no name, by its class)."""
+        built in memory, which has no name, by its class).  Taken as the model loads, and
+        only for a run with a token log: it reads the model folder's files again."""
 
     @classmethod
     def create_from_arg_obj(
