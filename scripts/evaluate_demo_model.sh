@@ -7,9 +7,11 @@
 #   OUT    where results and leaderboard go; default results/pll-demo (the committed ones)
 # Each metric's earlier results in OUT are replaced: lm-eval adds a file per run, and the
 # leaderboard would list runs of other limits beside this one.
+# lm-eval records each task's YAML by its absolute path (config_source); the files keep
+# it from pll_harness/ on, so that committed results name no machine's folders.
 set -euo pipefail
 case ${1:-} in -h | --help)
-    sed -n '2,9p' "$0"
+    sed -n '2,11p' "$0"
     exit 0
     ;;
 esac
@@ -25,5 +27,7 @@ for metric in original word_l2r whole_word sentence_l2r; do
     lm_eval --model pll-mlm --model_args "pretrained=pll-demo,pll_metric=$metric" \
         --tasks blimp_pll,eventsadapt_pll --device cpu --batch_size auto \
         "${limit_args[@]}" --output_path "$out/$metric"
+    find "$out/$metric" -name 'results_*.json' -exec \
+        sed -i -E 's#"/[^"]*/(pll_harness/tasks/)#"\1#g' {} +
 done
 pll-harness compare "$out" -o "$out"

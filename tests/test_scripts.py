@@ -201,18 +201,26 @@ def _stub(bin_dir: Path, name: str, body: str) -> None:
     path.chmod(0o755)
 
 
+RESULTS_WRITTEN = (
+    '{"config_source": "/home/me/checkout/pll_harness/tasks/blimp_pll/blimp.yaml", '
+    '"other": "/home/me/notes.txt"}'
+)
+
+
 def _evaluate_demo_model(tmp_path: Path, *args: str) -> tuple[Path, list[str]]:
     """Run a copy of scripts/evaluate_demo_model.sh in a repository of its own under
-    ``tmp_path``, with stand-ins for lm_eval (writes one results file) and pll-harness;
-    return that repository and the commands the stand-ins received."""
+    ``tmp_path``, with stand-ins for lm_eval (writes one results file, ``RESULTS_WRITTEN``)
+    and pll-harness; return that repository and the commands the stand-ins received."""
     repo, bin_dir = tmp_path / "repo", tmp_path / "bin"
     (repo / "scripts").mkdir(parents=True)
     bin_dir.mkdir()
     shutil.copy(REPO_ROOT / "scripts" / "evaluate_demo_model.sh", repo / "scripts")
+    (bin_dir / "results.json").write_text(RESULTS_WRITTEN)
     _stub(
         bin_dir, "lm_eval",
         'while [ $# -gt 0 ]; do [ "$1" = --output_path ] && out=$2; shift; done\n'
-        'mkdir -p "$out/pll-demo" && echo "{}" > "$out/pll-demo/results_new.json"\n',
+        f'mkdir -p "$out/pll-demo" && cp "{bin_dir}/results.json" '
+        '"$out/pll-demo/results_new.json"\n',
     )  # fmt: skip
     _stub(bin_dir, "pll-harness", "")
     env = {**os.environ, "PATH": f"{bin_dir}{os.pathsep}{os.environ['PATH']}"}
@@ -240,6 +248,18 @@ def test_evaluate_demo_model_replaces_the_earlier_results_it_updates(tmp_path):
     assert _results(out) == [f"{m}/pll-demo/results_new.json" for m in DEMO_METRICS]
     assert sum("--limit 20 --output_path" in call for call in calls) == 4
     assert calls[-1] == "pll-harness compare results/pll-demo -o results/pll-demo"
+
+
+def test_evaluate_demo_model_keeps_no_machine_folder_in_the_task_paths(tmp_path):
+    """lm-eval writes each task's YAML with its absolute path; the committed results keep
+    it from ``pll_harness/`` on, and leave other text alone."""
+    repo, _ = _evaluate_demo_model(tmp_path, "20")
+    for metric in DEMO_METRICS:
+        written = repo / "results" / "pll-demo" / metric / "pll-demo" / "results_new.json"
+        assert json.loads(written.read_text()) == {
+            "config_source": "pll_harness/tasks/blimp_pll/blimp.yaml",
+            "other": "/home/me/notes.txt",
+        }
 
 
 def test_evaluate_demo_model_writes_to_out_relative_to_the_callers_folder(tmp_path):
