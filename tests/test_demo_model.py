@@ -38,7 +38,8 @@ def test_demo_model_is_found_by_name_inside_the_package():
 def test_original_inflates_multi_token_words(scorers):
     """In "My word is X.", `original` scores a multi-piece X higher than `word_l2r`:
     its later pieces are visible while the first is predicted.  Measured on this model:
-    original is higher for 17 of these 18 words (mean +1.37 nats)."""
+    original is higher for all 18 words (mean +11.7 nats); the first version, at chance on
+    BLiMP, showed it for 17 of 18 (+1.37 nats), so the bounds hold for a weak model too."""
     tokenizer = scorers["original"].tokenizer
     multi = [w for w in WORDS if len(tokenizer.tokenize(w)) > 1]
     assert len(multi) >= 15
@@ -71,14 +72,14 @@ def blimp_sample(per_paradigm: int) -> list[tuple[str, str]]:
 
 
 @pytest.mark.slow
-def test_blimp_accuracy_is_above_chance(scorers):
-    """Measured: 54.2 % of 670 pairs (10 per paradigm) under word_l2r, 4.2 points above
-    chance (z = 2.2); the bound leaves room for 8 pairs to flip on other hardware.  The
-    margin comes from a few paradigms (filler-gap, binding, NPI licensing); agreement is
-    still at chance, see the model card."""
+def test_blimp_accuracy_is_well_above_chance(scorers):
+    """Measured: 68.2 % of 670 pairs (10 per paradigm) under word_l2r (original: 68.7 %),
+    18 points above chance; the bound leaves room for 14 pairs to flip on other hardware.
+    A model at chance, like the first versions of pll-demo (54.2 %), fails it; see the
+    model card for the accuracy by phenomenon."""
     pairs = blimp_sample(10)
     assert len(pairs) == 670
     scores = scorers["word_l2r"].score([sentence for pair in pairs for sentence in pair])
     good, bad = scores[0::2], scores[1::2]
     accuracy = sum(g.logprob > b.logprob for g, b in zip(good, bad, strict=True)) / len(pairs)
-    assert accuracy >= 0.53
+    assert accuracy >= 0.66

@@ -325,7 +325,8 @@ def width_stand_in(hidden: int, intermediate: int, dtype: torch.dtype) -> torch.
     ("hidden", "intermediate", "dtype", "tokens"),
     [
         (768, 3072, torch.float32, 320),  # bert-base: the budget measured best for it
-        (256, 1024, torch.float32, 960),  # pll-demo: three times narrower
+        (384, 1536, torch.float32, 640),  # pll-demo: half as wide
+        (256, 1024, torch.float32, 960),  # the first pll-demo: three times narrower
         (8, 32, torch.float32, 30720),  # the benchmark's nano model
         (2, 8, torch.float32, 1 << 16),  # no narrower than the most tokens
         (1024, 4096, torch.float32, 240),  # bert-large
