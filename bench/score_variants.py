@@ -12,6 +12,19 @@ the launching thread waiting for the interpreter lock (a shorter switch interval
 cyclic garbage collector (off throughout), and the overlap itself (parts prepared in the
 launching thread).  The default runs once more at the end, against drift.  Each variant's
 batch-by-batch times go to the JSON.
+
+    python bench/score_variants.py --host-profile --tag host-profile --out-dir bench/results
+
+``--host-profile`` runs the default's three calls instead, each under torch's CPU profiler
+(CPU activity only, so that no CUPTI tracing changes the GPU's timing; no shapes, no
+stacks), and compares the first and the second with the last op by op: the calls and the
+self CPU time of each torch op, of the batches' launches outside torch ops and of
+``score()`` outside both, in the launching thread (the profiler records the thread that
+starts it), and the same for the batches whose launch grew most.  A first call's slow
+launches, while the GPU waited, are the host's; this says which of its operations are slow
+early (bench/README.md).  The profiler costs about 2 us an op: on the 2-core VM (one
+thread) the nano model's ``score()`` of 400 BLiMP sentences (5,700 ops) took 9-12% longer
+under it, of 2,000 sentences 3%.
 """
 
 from __future__ import annotations
@@ -23,7 +36,7 @@ import json
 import os
 import sys
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -126,6 +139,271 @@ def measure(
     return rows
 
 
+CALL = "score() outside torch ops and batches"
+"""The profiler's annotation of a whole profiled call: its self time is the launching
+thread's time in no batch and no torch op (tokenizing and planning the first part, Python,
+waiting for the GPU's queue and at the end)."""
+BATCH = "batch launch outside torch ops"
+"""The annotation of each batch's launch (``runner._score_batch``, the window that
+:func:`pll_bench._timeline_score` times): its self time is the launch's host time in no
+torch op (Python, numpy, triton's launches of the short-sequence attention kernel)."""
+PROFILED_CALLS = ["default, first call", "default, again", "default, last"]
+"""The calls :func:`host_profile` profiles, the sequence of ``--defaults-only``: the second
+call was as slow as the first on the H200 (bench/README.md), so the last is the fast one
+that the first and the second are compared with."""
+TOP_OPS = 20
+SLOW_BATCHES = 5
+BATCH_OPS = 5
+
+
+@contextlib.contextmanager
+def batches_marked(runner: Any, torch: Any) -> Iterator[None]:
+    """Each batch's launch inside a profiler annotation named BATCH, so that the profile
+    can be cut into batches on the profiler's own clock."""
+    score_batch = runner._score_batch
+
+    def marked(*args: Any) -> None:
+        with torch.profiler.record_function(BATCH):
+            score_batch(*args)
+
+    runner._score_batch = marked
+    try:
+        yield
+    finally:
+        del runner._score_batch
+
+
+Record = tuple[str, int, int, int]
+"""A profiled event: its name, its start and end (ns, on the profiler's clock) and its
+thread.  Within a thread events nest."""
+
+
+def profiler_records(prof: Any) -> list[Record]:
+    """The events of a stopped profiler, read from kineto's own: building torch's
+    ``FunctionEvent`` objects (``prof.events()``) took 86 us an event on the 2-core VM,
+    3.1 s for the 36,000 of 400 sentences on a 12-layer model, where these and
+    :func:`op_tables` took 0.24 s; a bert-base call over BLiMP on a GPU makes some 200,000."""
+    return [
+        (
+            event.name(),
+            event.start_ns(),
+            event.start_ns() + event.duration_ns(),
+            event.start_thread_id(),
+        )
+        for event in prof.profiler.kineto_results.events()
+    ]
+
+
+def _add(table: dict[str, dict[str, Any]], name: str, self_ns: int) -> None:
+    entry = table.setdefault(name, {"calls": 0, "self_s": 0.0})
+    entry["calls"] += 1
+    entry["self_s"] += self_ns / 1e9
+
+
+def op_tables(records: Iterable[Record]) -> dict[str, Any]:
+    """Calls and self CPU seconds by event name (an op table) in ``records``, and in each
+    batch's launch (a BATCH event and the events inside it) in launch order, with the
+    launch's seconds.  An event's self time is its time less its children's, as torch's
+    ``key_averages`` counts it."""
+    ops: dict[str, dict[str, Any]] = {}
+    batches: list[dict[str, Any]] = []
+    around: list[list[Any]] = []  # open events, innermost last: name, end, self, batch, thread
+
+    def close() -> None:
+        name, _, self_ns, batch, _ = around.pop()
+        for table in (ops,) if batch is None else (ops, batch["ops"]):
+            _add(table, name, self_ns)
+
+    for name, start, end, thread in sorted(records, key=lambda r: (r[3], r[1], -r[2])):
+        while around and (around[-1][4] != thread or around[-1][1] <= start):
+            close()
+        parent = around[-1] if around else None
+        batch = None if parent is None else parent[3]
+        if name == BATCH:
+            batch = {"launch": (end - start) / 1e9, "ops": {}}
+            batches.append(batch)
+        if parent is not None:
+            parent[2] -= end - start
+        around.append([name, end, end - start, batch, thread])
+    while around:
+        close()
+    return {"ops": ops, "batches": batches}
+
+
+def profile_call(scorer: Any, texts: list[str], torch: Any) -> dict[str, Any]:
+    """One timed ``score(texts)`` under torch's CPU profiler: its wall time and its
+    :func:`op_tables`.  CPU activity only: on CUDA no CUPTI tracing, so the GPU's timing
+    is the unprofiled one's; no shapes or stacks, which cost the host more."""
+    from torch.profiler import ProfilerActivity, profile, record_function
+
+    device = str(scorer.runner.device)
+    with (
+        batches_marked(scorer.runner, torch),
+        profile(activities=[ProfilerActivity.CPU], record_shapes=False, with_stack=False) as prof,
+        record_function(CALL),
+    ):
+        wall, _ = pll_bench._timed_score(scorer, texts, device, torch)
+    return {"wall": wall, **op_tables(profiler_records(prof))}
+
+
+def compare_ops(
+    first: dict[str, dict[str, Any]], later: dict[str, dict[str, Any]], top: int | None = TOP_OPS
+) -> list[dict[str, Any]]:
+    """The ops of two op tables, the most self time gained in ``first`` over ``later``
+    first (an op in one table only counts zero calls in the other), the ``top`` of them."""
+    none = {"calls": 0, "self_s": 0.0}
+    rows = [
+        {
+            "op": name,
+            "calls_first": first.get(name, none)["calls"],
+            "calls_later": later.get(name, none)["calls"],
+            "self_first": first.get(name, none)["self_s"],
+            "self_later": later.get(name, none)["self_s"],
+        }
+        for name in first.keys() | later.keys()
+    ]
+    for row in rows:
+        row["difference"] = row["self_first"] - row["self_later"]
+    rows.sort(key=lambda row: (-row["difference"], row["op"]))
+    return rows[:top]
+
+
+def slowest_batches(
+    first: list[dict[str, Any]],
+    later: list[dict[str, Any]],
+    top: int = SLOW_BATCHES,
+    ops: int = BATCH_OPS,
+) -> list[dict[str, Any]]:
+    """The ``top`` batches whose launch took the most longer in ``first`` than in
+    ``later`` (batch k against batch k: the same texts make the same batches), each with
+    its ``ops`` largest gains (:func:`compare_ops`); none when the calls made different
+    numbers of batches, which then cannot be paired."""
+    if len(first) != len(later):
+        return []
+    rows = [
+        {
+            "batch": k + 1,
+            "launch_first": a["launch"],
+            "launch_later": b["launch"],
+            "difference": a["launch"] - b["launch"],
+            "ops": compare_ops(a["ops"], b["ops"], ops),
+        }
+        for k, (a, b) in enumerate(zip(first, later, strict=True))
+    ]
+    rows.sort(key=lambda row: -row["difference"])
+    return rows[:top]
+
+
+def call_summary(profiled: dict[str, Any]) -> dict[str, Any]:
+    """A profiled call's totals: wall time, self CPU time in all and outside torch ops,
+    and the batches' launches."""
+    ops = profiled["ops"]
+    outside = {name: ops.get(name, {"self_s": 0.0})["self_s"] for name in (CALL, BATCH)}
+    launches = [batch["launch"] for batch in profiled["batches"]]
+    return {
+        "wall": profiled["wall"],
+        "self_total": sum(entry["self_s"] for entry in ops.values()),
+        "outside_batches": outside[CALL],
+        "in_batches_outside_ops": outside[BATCH],
+        "batches": len(launches),
+        "launching": sum(launches),
+        "longest_launch": max(launches, default=0.0),
+    }
+
+
+def host_profile(scorer: Any, texts: list[str], torch: Any) -> dict[str, Any]:
+    """PROFILED_CALLS, each a :func:`profile_call`, and the first and the second each
+    against the last, by op and by batch."""
+    calls = {}
+    for name in PROFILED_CALLS:
+        calls[name] = profile_call(scorer, texts, torch)
+        print(f"{name}, profiled: {calls[name]['wall']:.2f} s", flush=True)
+    last = calls[PROFILED_CALLS[-1]]
+    return {
+        "calls": [{"call": name, **call_summary(calls[name])} for name in PROFILED_CALLS],
+        "against_last": [
+            {
+                "call": name,
+                "ops": compare_ops(calls[name]["ops"], last["ops"]),
+                "batches": slowest_batches(calls[name]["batches"], last["batches"]),
+            }
+            for name in PROFILED_CALLS[:-1]
+        ],
+        "profiles": {
+            name: {
+                "ops": call["ops"],
+                "launches": [round(batch["launch"], 6) for batch in call["batches"]],
+            }
+            for name, call in calls.items()
+        },
+    }
+
+
+def _against_lines(against: dict[str, Any]) -> list[str]:
+    """One call's comparison with the last (:func:`host_profile`) as two tables."""
+    lines = [
+        "",
+        f"**{against['call']} against {PROFILED_CALLS[-1]}**: the {TOP_OPS} ops whose self CPU "
+        "time (ms) gained most",
+        "",
+        "| op | calls | calls, last | self | self, last | difference |",
+        "| --- | ---: | ---: | ---: | ---: | ---: |",
+    ]
+    lines += [
+        f"| {row['op']} | {row['calls_first']} | {row['calls_later']} | "
+        f"{1000 * row['self_first']:.1f} | {1000 * row['self_later']:.1f} | "
+        f"{1000 * row['difference']:+.1f} |"
+        for row in against["ops"]
+    ]
+    lines += [
+        "",
+        f"and the {SLOW_BATCHES} batches whose launch grew most (ms), each with the "
+        f"{BATCH_OPS} ops that gained most:",
+        "",
+        "| batch | launch | launch, last | ops (difference) |",
+        "| ---: | ---: | ---: | --- |",
+    ]
+    if not against["batches"]:
+        return [*lines, "| - | - | - | the calls made different numbers of batches |"]
+    for row in against["batches"]:
+        gains = "; ".join(f"{op['op']} {1000 * op['difference']:+.1f}" for op in row["ops"])
+        lines.append(
+            f"| {row['batch']} | {1000 * row['launch_first']:.1f} | "
+            f"{1000 * row['launch_later']:.1f} | {gains} |"
+        )
+    return lines
+
+
+def profile_markdown(report: dict[str, Any]) -> str:
+    """:func:`host_profile`'s report as tables: each call's totals, then the first and
+    the second call each against the last."""
+    lines = [
+        f"# score() on the host, a first call against a later one: {report['device']}",
+        "",
+        f"- engine: {report['engine']}; model: {report['model']}, {report['dtype']}, "
+        f"word_l2r, {report['sentences']} sentences",
+        "- torch's CPU profiler (CPU activity only) in the launching thread. Self CPU time: "
+        "the time in an op and in no op inside it; an op's holds its launches' waits while "
+        "the GPU's queue is full",
+        f"- seconds: the timed `score()`; self CPU time in all, in `{CALL}` and in "
+        f"`{BATCH}` (Python, waits, triton's launches); launching: the batches' launches "
+        "summed, and the longest",
+        "",
+        "| call | seconds | self CPU | outside batches | in batches outside ops | batches | "
+        "launching | longest launch |",
+        "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |",
+    ]
+    for row in report["calls"]:
+        lines.append(
+            f"| {row['call']} | {row['wall']:.2f} | {row['self_total']:.2f} | "
+            f"{row['outside_batches']:.2f} | {row['in_batches_outside_ops']:.2f} | "
+            f"{row['batches']} | {row['launching']:.2f} | {row['longest_launch']:.3f} |"
+        )
+    for against in report["against_last"]:
+        lines += _against_lines(against)
+    return "\n".join(lines) + "\n"
+
+
 def markdown(report: dict[str, Any]) -> str:
     lines = [
         f"# score() variants: {report['device']}",
@@ -179,6 +457,11 @@ def main(argv: list[str] | None = None) -> None:
         action="store_true",
         help="before the first call, hold and free a pinned host block of each power of two",
     )
+    parser.add_argument(
+        "--host-profile",
+        action="store_true",
+        help="the default's three calls alone, each under torch's CPU profiler, compared op by op",
+    )
     parser.add_argument("--tag", default="", help="suffix of the result file names")
     parser.add_argument("--out-dir", type=Path, default=pll_bench.REPO_ROOT / "bench" / "results")
     args = parser.parse_args(argv)
@@ -193,12 +476,19 @@ def main(argv: list[str] | None = None) -> None:
     scorer = pll_bench._load_ours(spec)
     reserved = reserve(scorer, torch) if args.reserve else 0
     pinned = warm_pinned(torch) if args.pin else 0
-    scorer.score(texts[: pll_bench.WARMUP_SENTENCES])
-    rows = measure(scorer, texts, torch, args.defaults_only)
-    device = torch.cuda.get_device_name()
+    warm_up = texts[: pll_bench.WARMUP_SENTENCES]
+    if args.host_profile:
+        profile_call(scorer, warm_up, torch)  # the profiler's own first-use costs too
+        measured = host_profile(scorer, texts, torch)
+        render = profile_markdown
+    else:
+        scorer.score(warm_up)
+        measured = {"rows": measure(scorer, texts, torch, args.defaults_only)}
+        render = markdown
     report = {
-        "device": device,
+        "device": torch.cuda.get_device_name(),
         "model": str(model),
+        "dtype": spec["dtype"],
         "engine": _engine_folder(),
         "sentences": len(texts),
         "kernel_variants": pll_bench._kernel_variants(),
@@ -206,9 +496,9 @@ def main(argv: list[str] | None = None) -> None:
         "pinned_bytes": pinned,
         "cuda_module_loading": os.environ.get("CUDA_MODULE_LOADING"),
         "finished_utc": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-        "rows": rows,
+        **measured,
     }
-    text = markdown(report)
+    text = render(report)
     print(text)
     suffix = f"-{args.tag}" if args.tag else ""
     out = pll_bench.write_lines(args.out_dir, "score-variants", [text.rstrip("\n")], suffix, "cuda")
