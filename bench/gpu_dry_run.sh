@@ -39,6 +39,8 @@ PYTHON_VERSION=$version bash bench/gpu_wheels.sh "$COPY/.whl" 2>&1 |
 size=$(du -sb "$COPY" | cut -f1)
 echo "what travels (tree and .whl): $((size / 2 ** 20)) MiB of 64"
 failed=$((size > 64 * 2 ** 20))
+((!failed)) || echo "over 64 MiB: keep pll-demo's weights out (bash bench/demo_weights.sh out;" \
+    "bench/README.md, What travels)"
 
 # check_out DIR: what the device tool gives back from $OUT.
 check_out() {
