@@ -5,8 +5,14 @@
 # a stand-in for the device's python3, fresh environments and model cache for each call (the
 # device's machines start bare), and $OUT checked against what the tool gives back.
 #
-#   bash bench/gpu_dry_run.sh [CALL ...]   # default: the calls bench/README.md plans
+#   bash bench/gpu_dry_run.sh [CALL ...]   # default: the plan's targets call (bench/README.md)
 #   bash bench/gpu_dry_run.sh "sample all lm_eval" "tokenize bf16 attention"
+#
+# It always copies all of .whl, as a call with `sample` carries it: such a call runs with
+# pll-demo's weights out (bash bench/demo_weights.sh out, then in), and so does this, or its
+# size check fails; `bf16` and `tokenize` read those weights, so dry-run them with the
+# weights in and expect only that size check to fail. The calls that carry .whl/pll alone
+# (variants with PROFILE or BASELINE) need CUDA events and cannot be dry-run.
 #
 # Each CALL is the steps of one `bash bench/gpu.sh` call, run with small sizes (DEVICE=cpu
 # N=50 ALL_N=200 LIMIT=2 PAIRS=2). The stand-in, a venv in $STANDIN (default
@@ -16,7 +22,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 STANDIN="${STANDIN:-/tmp/gpu-standin}"
-(($#)) || set -- "cuda_tests sample all lm_eval fusion" "tokenize bf16 attention"
+(($#)) || set -- "cuda_tests all sample lm_eval"
 if [[ ! -x $STANDIN/bin/python3 ]]; then
     python3 -m venv "$STANDIN"
     # torch 2.13.0: the CPU wheel this machine has locally (the device has 2.11.0+cu130).

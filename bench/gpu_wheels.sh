@@ -13,9 +13,9 @@
 # PYTHON_VERSION (default 3.12, the device's) picks the interpreter the wheels are for; only
 # a dry run of gpu.sh on another python (3.11 here) sets it.
 #
-# nltk, which some of lm-eval's tasks import, is left out: no step imports it, and with a
-# 6 x 384 pll-demo (the model card's GPU plan) the tree and these wheels would only just
-# fit the 64 MiB a call carries (bench/README.md, "What travels").
+# nltk, which some of lm-eval's tasks import, is left out: no step imports it, and with the
+# shipped 6 x 384 pll-demo the tree and all these wheels are already just over the 64 MiB a
+# call carries (bench/README.md, "What travels": bench/demo_weights.sh, or .whl/pll alone).
 #
 # Pure-Python packages that PyPI has as source only (sqlitedict, word2number, rouge-score)
 # are built into wheels here.

@@ -25,8 +25,8 @@ pinned so that a rebuild gives the same file:
   ``--gutenberg-words`` words are kept. The Project Gutenberg header, footer and licence are
   removed, as Project Gutenberg's licence asks of texts used without its trademark.
 
-``--sources`` picks the sources: ``v1`` is the corpus of the shipped weights (the Debian
-packages, 2.6 M words); ``v2`` (the default) is the corpus planned for the next training:
+``--sources`` picks the sources: ``v1`` is the corpus of the first weights (the Debian
+packages, 2.6 M words); ``v2`` (the default) is the corpus of the shipped weights:
 everyday English (19th- and early 20th-century fiction, WordNet's usage examples, fortunes),
 without the technical (Python documentation, Jargon File) and archaic (King James Version)
 text of ``v1``, which BLiMP's everyday sentences do not resemble.

@@ -33,9 +33,11 @@ Stages (each skipped when its output already exists, so the script can be re-run
    ``PreTrainedTokenizerFast`` so that transformers 4 and 5 both load it) into ``--out``.
 
 The corpus comes from ``scripts/build_demo_corpus.py``. Not run by CI; tests run it on a tiny
-corpus. The defaults are the size and schedule of the shipped CPU-trained model (4 layers x 256,
-batch 64). The starting point measured on an H100 (issue 16: 0.612 BLiMP accuracy on the v1
-corpus in 3.2 minutes) is 6 layers x 384 with 6 heads, batch 256, lr 7e-4::
+corpus. The defaults are the size and schedule of the first, CPU-trained pll-demo (v1: 4
+layers x 256, batch 64). The shipped 6 x 384 (6 heads, batch 256, lr 7e-4) came from one
+device call, the model card's "The GPU training, step by step" with ``--steps 12000
+--max-minutes 6.5``; on a machine that keeps its disk, a longer training is a series of
+runs of one command::
 
     python scripts/train_demo_model.py --corpus .demo-train/corpus.txt --prepare-only
     python scripts/train_demo_model.py --device cuda --layers 6 --hidden 384 --heads 6 \\

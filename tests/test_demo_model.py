@@ -38,8 +38,9 @@ def test_demo_model_is_found_by_name_inside_the_package():
 def test_original_inflates_multi_token_words(scorers):
     """In "My word is X.", `original` scores a multi-piece X higher than `word_l2r`:
     its later pieces are visible while the first is predicted.  Measured on this model:
-    original is higher for all 18 words (mean +11.7 nats); the first version, at chance on
-    BLiMP, showed it for 17 of 18 (+1.37 nats), so the bounds hold for a weak model too."""
+    original is higher for all 18 words (mean +11.7 nats); the first version, barely
+    above chance on BLiMP, showed it for 17 of 18 (+1.37 nats), so the bounds hold for a
+    weak model too."""
     tokenizer = scorers["original"].tokenizer
     multi = [w for w in WORDS if len(tokenizer.tokenize(w)) > 1]
     assert len(multi) >= 15
@@ -75,7 +76,7 @@ def blimp_sample(per_paradigm: int) -> list[tuple[str, str]]:
 def test_blimp_accuracy_is_well_above_chance(scorers):
     """Measured: 68.2 % of 670 pairs (10 per paradigm) under word_l2r (original: 68.7 %),
     18 points above chance; the bound leaves room for 14 pairs to flip on other hardware.
-    A model at chance, like the first versions of pll-demo (54.2 %), fails it; see the
+    A model barely above chance, like the first pll-demo (54.2 %), fails it; see the
     model card for the accuracy by phenomenon."""
     pairs = blimp_sample(10)
     assert len(pairs) == 670
