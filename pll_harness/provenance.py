@@ -142,21 +142,22 @@ def scoring_model(
     dtype: str | None = "auto",
     max_length: int | None = None,
     add_prefix_space: bool | None = None,
+    commit: str | None = None,
 ) -> str:
     """The masked LM as a record's ``model`` field shows it: :func:`model_identity`; for a
     local folder, a digest of its files (``files=...``, :func:`folder_fingerprint`), since
     a model saved again into the folder keeps its path; then each setting that changes its
     numbers and is not the default (``dtype=bfloat16``, ``max_length=128``,
-    ``add_prefix_space=True``).  A file
-    scored with the defaults by a hub model reads as before, and a resumed file never
-    mixes two models' or two settings' scores.  A dtype that a local checkpoint's config
+    ``add_prefix_space=True``); last, a hub model's ``commit`` (:func:`loaded_commit`),
+    once it has loaded.  A resumed file never mixes two models', two settings' or two
+    commits' scores.  A dtype that a local checkpoint's config
     declares is its default (``auto`` loads it in that dtype), so writing it out resumes
     the same file."""
     if dtype in (None, "auto") or dtype == _declared_dtype(model):
         dtype = None
     settings = {"dtype": dtype, "max_length": max_length, "add_prefix_space": add_prefix_space}
     given = "".join(f" {name}={value}" for name, value in settings.items() if value is not None)
-    return model_label(model) + given
+    return _with_commit(model_label(model) + given, commit)
 
 
 def _declared_dtype(model: str) -> str | None:
@@ -174,11 +175,41 @@ def _declared_dtype(model: str) -> str | None:
     return declared if isinstance(declared, str) else None
 
 
-def model_label(model: str) -> str:
+def model_label(model: str, commit: str | None = None) -> str:
     """:func:`model_identity`, and for a local folder the digest of its files.  The
     packaged demo model's too: a later version of the package ships a model trained
-    again under the same name.  The digest reads the folder's files: a scorer takes its
+    again under the same name.  A hub model's ``commit`` (:func:`loaded_commit`) comes
+    last.  The digest reads the folder's files: a scorer takes its
     label once (``MLMScorers.label``, ``CausalScorer.label``) rather than per chunk."""
     identity = model_identity(model)
     files = folder_fingerprint(str(DEMO_MODEL_DIR) if identity == DEMO_MODEL_NAME else model)
-    return identity if files is None else f"{identity} files={files}"
+    return _with_commit(identity if files is None else f"{identity} files={files}", commit)
+
+
+def loaded_commit(model: str) -> str | None:
+    """The commit of the hub model ``model`` that was loaded, for its label: asked once it
+    has loaded, since loading online resolves ``main`` to the commit it loads and records
+    that in the cache (transformers 5 no longer puts it in the model's config), and the
+    cache may have held an older ``main`` before.  None for a local folder and for
+    ``pll-demo``, whose ``files=`` digest tells their versions apart (a cache snapshot
+    folder included, which has a commit), and where the cache does not know it."""
+    if model_identity(model) == DEMO_MODEL_NAME or Path(model).is_dir():
+        return None
+    return checkpoint_commit(model)
+
+
+_LABEL_COMMIT = re.compile(r"(?P<label>.*) commit=(?P<commit>[0-9a-f]{40})", re.DOTALL)
+"""A label's commit: last, after the settings, so that no folder's path (which may hold
+spaces) reads as one: a folder's label ends with its ``files=`` digest or a setting."""
+
+
+def _with_commit(label: str, commit: str | None) -> str:
+    return label if commit is None else f"{label} commit={commit}"
+
+
+def split_commit(label: str) -> tuple[str, str | None]:
+    """A label (:func:`scoring_model`, :func:`model_label`) without its commit, and the
+    commit: None for a local folder or ``pll-demo``, for a label taken before the model
+    loaded, and in records written before labels named a hub model's commit."""
+    found = _LABEL_COMMIT.fullmatch(label)
+    return (label, None) if found is None else (found["label"], found["commit"])

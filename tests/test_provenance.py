@@ -14,7 +14,15 @@ from transformers import AutoModelForMaskedLM
 import pll_harness
 from pll_harness import PLLMaskedLM
 from pll_harness.models import DEMO_MODEL_DIR
-from pll_harness.provenance import checkpoint_commit, folder_fingerprint, model_info, scoring_model
+from pll_harness.provenance import (
+    checkpoint_commit,
+    folder_fingerprint,
+    loaded_commit,
+    model_info,
+    model_label,
+    scoring_model,
+    split_commit,
+)
 
 MAIN = "0123456789abcdef0123456789abcdef01234567"
 OLDER = "fedcba9876543210fedcba9876543210fedcba98"
@@ -45,6 +53,27 @@ def test_commit_of_a_cache_snapshot_folder_and_of_other_folders(hub_cache, tmp_p
     assert checkpoint_commit(str(hub_cache / "snapshots" / OLDER)) == OLDER
     assert checkpoint_commit(str(tmp_path)) is None
     assert checkpoint_commit(None) is None
+
+
+def test_a_hub_models_label_ends_with_the_commit_it_was_loaded_from(
+    hub_cache, tmp_path, tiny_bert_dir, monkeypatch
+):
+    """A hub name has no files here to digest: its commit tells two versions apart.  A
+    folder's label keeps its ``files=`` digest alone (a cache snapshot folder's too), and a
+    folder whose name looks like a commit is not read as one."""
+    monkeypatch.chdir(tmp_path)  # no local folder named pll-demo
+    assert loaded_commit("org/tiny") == MAIN
+    label = scoring_model("org/tiny", "bfloat16", commit=MAIN)
+    assert label == f"org/tiny dtype=bfloat16 commit={MAIN}"
+    assert split_commit(label) == ("org/tiny dtype=bfloat16", MAIN)
+    assert model_label("org/tiny", MAIN) == f"org/tiny commit={MAIN}"
+    assert split_commit("org/tiny") == ("org/tiny", None)
+    for folder in (str(hub_cache / "snapshots" / OLDER), tiny_bert_dir, "pll-demo"):
+        assert loaded_commit(folder) is None
+    assert loaded_commit("org/other") is None
+    folder = tmp_path / f"model commit={MAIN}"
+    folder.mkdir()
+    assert split_commit(model_label(str(folder))) == (model_label(str(folder)), None)
 
 
 def test_model_info_of_a_model_object(tiny_roberta_dir):
