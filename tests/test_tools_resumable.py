@@ -267,6 +267,30 @@ def test_fixed_fields_are_stamped_and_checked(tmp_path):
         RecordFile(path, "jsonl", columns, ("id",), fixed={"model": "b"})
 
 
+def test_a_hub_models_commit_is_checked_once_the_model_has_loaded(tmp_path):
+    """Before the model loads its label has no commit, and only the rest is compared; the
+    label it has once loaded (:meth:`RecordFile.confirm`) must name the records' commit,
+    and is what the rows it adds hold."""
+    path, columns = tmp_path / "out.jsonl", [*COLUMNS, "model"]
+    first, other = "org/m commit=" + "a" * 40, "org/m commit=" + "b" * 40
+    written = RecordFile(path, "jsonl", columns, ("id",), fixed={"model": first})
+    written.start()
+    written.append([ROWS[0]])
+    written.close()
+    resumed = RecordFile(path, "jsonl", columns, ("id",), fixed={"model": "org/m"})
+    with pytest.raises(ValueError, match=r"at commit a{40}, but this run loaded commit b{40}"):
+        resumed.confirm({"model": other})
+    resumed.close()
+    resumed = RecordFile(path, "jsonl", columns, ("id",), fixed={"model": "org/m"})
+    resumed.confirm({"model": first})
+    resumed.start()
+    resumed.append([ROWS[1]])
+    resumed.close()
+    assert [json.loads(line)["model"] for line in path.read_text().splitlines()] == [first] * 2
+    with pytest.raises(ValueError, match="but this run has model org/n;"):
+        RecordFile(path, "jsonl", columns, ("id",), fixed={"model": "org/n"})
+
+
 @pytest.mark.parametrize(("name", "explicit"), [("out.csv", "jsonl"), ("out.jsonl", "csv")])
 def test_a_format_that_contradicts_the_name_is_refused(name, explicit):
     with pytest.raises(ValueError, match="is named"):

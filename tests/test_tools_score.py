@@ -805,3 +805,107 @@ def test_the_unscored_warning_counts_the_ids_it_leaves_out(capsys):
     assert "more" not in named_all
     _warn_unscored([str(i) for i in range(12)], "score")
     assert "ids 0, 1, 2, 3, 4, 5, 6, 7, 8, 9 and 2 more)" in capsys.readouterr().err
+
+
+# --------------------------------------------------------------------------- hub commits
+
+FIRST_COMMIT, NEXT_COMMIT = "a" * 40, "b" * 40
+
+
+@pytest.fixture
+def hub_cache(tmp_path, tiny_bert_dir, tiny_gpt2, no_network, monkeypatch) -> Path:
+    """A Hugging Face cache of its own, read offline, in which ``org/tiny`` (the tiny BERT)
+    and ``org/gpt`` (the tiny GPT-2) both have two commits with the same files, their
+    ``main`` at the first."""
+    import shutil
+
+    import huggingface_hub.constants
+
+    cache = tmp_path / "hub"
+    for name, folder in (("tiny", tiny_bert_dir), ("gpt", tiny_gpt2)):
+        repo = cache / f"models--org--{name}"
+        for commit in (FIRST_COMMIT, NEXT_COMMIT):
+            shutil.copytree(folder, repo / "snapshots" / commit)
+        (repo / "refs").mkdir()
+        (repo / "refs" / "main").write_text(FIRST_COMMIT)
+    monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_CACHE", str(cache))
+    monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_OFFLINE", True)
+    return cache
+
+
+def _move_main(cache: Path, name: str, commit: str) -> None:
+    """The hub's ``main`` of ``org/<name>`` moved, as an online load records it."""
+    (cache / f"models--org--{name}" / "refs" / "main").write_text(commit)
+
+
+def test_a_resume_refuses_another_commit_of_a_hub_model(tmp_path, hub_cache, capsys):
+    """The hub's main moved between a run and its resume (here in the cache, as an online
+    load moves it): the file would hold two versions' scores under one name.  The commit
+    is only known once the model has loaded, and the file is left as it was."""
+    data, out = tmp_path / "in.txt", tmp_path / "out.csv"
+    data.write_text("\n".join(SENTENCES) + "\n")
+    args = ["score", "-m", "org/tiny", "--metric", "original", "--no-progress", str(data)]
+    assert main([*args, "-o", str(out), "--chunk-size", "2"]) == 0
+    rows = list(csv.DictReader(out.open()))
+    assert {row["model"] for row in rows} == {f"org/tiny commit={FIRST_COMMIT}"}
+    out.write_text(csv_text(list(rows[0]), rows[:2], header=True))  # an interrupted run
+    written = out.read_bytes()
+    _move_main(hub_cache, "tiny", NEXT_COMMIT)
+    capsys.readouterr()
+    assert main([*args, "-o", str(out)]) == 1
+    error = capsys.readouterr().err
+    assert (
+        f"was written with model org/tiny at commit {FIRST_COMMIT}, but this run loaded "
+        f"commit {NEXT_COMMIT}: the hub's main moved between the two runs"
+    ) in error
+    assert out.read_bytes() == written
+
+
+def test_a_resume_refuses_another_commit_of_a_hub_causal_model(tmp_path, tiny_bert_dir, hub_cache):
+    """``--causal`` names its model the same way, commit included."""
+    out = tmp_path / "out.csv"
+    settings = {"metrics": "original", "causal": "org/gpt", "progress": False}
+    score_file(_sentences()[:2], tiny_bert_dir, out, **settings)
+    rows = list(csv.DictReader(out.open()))
+    assert {row["causal_model"] for row in rows} == {f"org/gpt commit={FIRST_COMMIT}"}
+    _move_main(hub_cache, "gpt", NEXT_COMMIT)
+    with pytest.raises(ValueError, match=f"causal_model org/gpt at commit {FIRST_COMMIT}"):
+        score_file(_sentences(), tiny_bert_dir, out, **settings)
+
+
+def test_a_resume_at_the_same_commit_of_a_hub_model_goes_on(tmp_path, hub_cache, capsys):
+    """Every row names the commit that scored it, and a resume that loads it again adds
+    the missing rows without a word."""
+    out = tmp_path / "out.jsonl"
+    settings = {"metrics": "original", "progress": False}
+    assert score_file(_sentences()[:2], "org/tiny", out, **settings) == 2
+    assert score_file(_sentences(), "org/tiny", out, **settings) == 2
+    records = [json.loads(line) for line in out.read_text().splitlines()]
+    assert [r["id"] for r in records] == ["0", "1", "2", "3"]
+    assert {r["model"] for r in records} == {f"org/tiny commit={FIRST_COMMIT}"}
+    assert "warning" not in capsys.readouterr().err
+
+
+def test_a_hub_model_file_written_without_commits_still_resumes(tmp_path, hub_cache, capsys):
+    """A file written before records named the commit cannot be checked: it resumes with
+    a warning, and the rows this run adds name their commit."""
+    out = tmp_path / "out.csv"
+    settings = {"metrics": "original", "progress": False}
+    score_file(_sentences()[:2], "org/tiny", out, **settings)
+    out.write_text(out.read_text().replace(f" commit={FIRST_COMMIT}", ""))  # as before
+    _move_main(hub_cache, "tiny", NEXT_COMMIT)
+    capsys.readouterr()
+    assert score_file(_sentences(), "org/tiny", out, **settings) == 2
+    assert [row["model"] for row in csv.DictReader(out.open())] == [
+        "org/tiny",
+        "org/tiny",
+        f"org/tiny commit={NEXT_COMMIT}",
+        f"org/tiny commit={NEXT_COMMIT}",
+    ]
+    warning = capsys.readouterr().err
+    assert (
+        f"{out} was written before records named a hub model's commit, so whether its rows "
+        f"were scored by model org/tiny at commit {NEXT_COMMIT}, as this run's are, cannot be "
+        "checked"
+    ) in warning
+    assert score_file(_sentences(), "org/tiny", out, **settings) == 0  # finished, as it was

@@ -52,11 +52,9 @@ class CausalScorer:
             refuse_a_tokenizer_without_vocabulary,
             resolve_device,
         )
-        from pll_harness.provenance import model_label
+        from pll_harness.provenance import loaded_commit, model_label
 
         self.name = model
-        self.label = model_label(model)
-        """What records of its scores say in their ``causal_model`` field."""
         self.device = resolve_device(device)
         check_model_source(model, "--causal", CAUSAL_LM_HINT)
         with explained_load_errors(model, CAUSAL_LM_HINT):
@@ -67,6 +65,9 @@ class CausalScorer:
                 model, trust_remote_code=trust_remote_code, dtype=torch.float32
             )
         refuse_a_tokenizer_without_vocabulary(self.tokenizer, model)
+        self.label = model_label(model, loaded_commit(model))
+        """What records of its scores say in their ``causal_model`` field (a hub model's
+        commit is known once it has loaded)."""
         self.model = loaded.to(self.device).eval()
         if not self._sees_only_the_past():
             raise ValueError(

@@ -162,6 +162,7 @@ def score_pairs(
                     add_prefix_space=add_prefix_space,
                 )
                 if record_file is not None:
+                    record_file.confirm({"model": scorers.label})
                     record_file.start()
                 size = chunk_size or default_chunk_size(scorers.device)
                 done = _score_missing(scorers, pairs, done, size, record_file, guard, progress)

@@ -299,7 +299,7 @@ def _open_word_table(
         return None
     path = keeping.folder / TABLES["words"]
     columns = word_columns(scorers.metrics, causal is not None)
-    fixed = scoring_models(scorers.label, causal.name if causal else None)
+    fixed = scoring_models(scorers.label, causal.label if causal else None)
     table = RecordFile(
         path,
         "csv",

@@ -7,7 +7,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from pll_harness.provenance import scoring_model
+from pll_harness.provenance import loaded_commit, scoring_model
 from pll_harness.tools.metrics import parse_metrics
 from pll_harness.tools.words import word_ids
 
@@ -34,8 +34,6 @@ class MLMScorers:
 
         self.metrics = parse_metrics(metrics)
         self.name = model
-        self.label = scoring_model(model, dtype, max_length, add_prefix_space)
-        """What records of these scores say in their ``model`` field."""
         loaded = load_masked_lm(
             model,
             tokenizer=tokenizer,
@@ -44,6 +42,9 @@ class MLMScorers:
             trust_remote_code=trust_remote_code,
             add_prefix_space=add_prefix_space,
         )
+        self.label = scoring_model(model, dtype, max_length, add_prefix_space, loaded_commit(model))
+        """What records of these scores say in their ``model`` field: taken once the model
+        has loaded, which is when a hub model's commit is known."""
         self.tokenizer = loaded.tokenizer
         self.device = loaded.device
         first = PLLScorer(

@@ -7,8 +7,6 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from pll_harness.provenance import model_label
-
 CAUSAL_COLUMNS = CAUSAL_MODEL, CAUSAL_LOGPROB, CAUSAL_N_TOKENS = (
     "causal_model",
     "causal_logprob",
@@ -55,7 +53,7 @@ def score_fields(
 ) -> dict[str, Any]:
     """Item ``index``'s summed log-probability under each metric of ``per_metric``
     (``{metric: [SentenceScore, ...]}``) and, when ``causal_scores`` are given, the causal
-    model (``causal_model``, as :func:`model_identity` gives it), its log-probability and
+    model (``causal_model``, as :func:`model_label` gives it), its log-probability and
     token count."""
     fields: dict[str, Any] = {
         pll_column(m): scores[index].logprob for m, scores in per_metric.items()
@@ -69,9 +67,10 @@ def score_fields(
 
 def scoring_models(model: str, causal: str | None) -> dict[str, str]:
     """The ``model`` field of a record file's rows (``model`` as :func:`scoring_model`
-    gives it) and, with a causal model, ``causal_model`` (:func:`model_identity`): every
-    row of a resumed file must hold the same, or the file would mix two models' scores."""
+    gives it) and, with a causal model, ``causal_model`` (``causal`` as :func:`model_label`
+    gives it): every row of a resumed file must hold the same, or the file would mix two
+    models' scores."""
     models = {"model": model}
     if causal is not None:
-        models[CAUSAL_MODEL] = model_label(causal)
+        models[CAUSAL_MODEL] = causal
     return models

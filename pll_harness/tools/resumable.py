@@ -23,6 +23,7 @@ import io
 import itertools
 import json
 import os
+import sys
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path, PurePath
 from typing import Any, BinaryIO
@@ -35,6 +36,7 @@ from pll_harness.file_formats import (
     lift_csv_field_limit,
 )
 from pll_harness.file_lock import lock
+from pll_harness.provenance import split_commit
 
 BOM = "\ufeff"
 """The byte-order mark that spreadsheet programs put before a file's first cell: read past
@@ -90,7 +92,8 @@ def csv_text(columns: Sequence[str], rows: Iterable[dict[str, Any]], header: boo
 class RecordFile:
     """A locked CSV or JSONL file of records whose fields are ``columns`` (JSONL records may
     hold the ``nested`` fields too), with ``key`` fields unique per record and the ``fixed``
-    fields (among ``columns``) holding one value in every record.
+    fields (among ``columns``: the models' labels) holding one value in every record, a
+    hub model's commit checked once it has loaded (:meth:`confirm`).
 
     Opening only reads: ``records`` holds what an earlier run wrote (nothing with
     ``overwrite``), checked, and an existing file is locked; a file that does not exist yet
@@ -180,17 +183,49 @@ class RecordFile:
             self.path.unlink(missing_ok=True)
         self.close()
 
+    def confirm(self, fixed: Mapping[str, str]) -> None:
+        """Check the records again against the ``fixed`` values as the loaded models give
+        them, and write those: a hub model's label has its commit only once the model has
+        loaded (online, ``main`` may have moved since the file was opened)."""
+        if dict(fixed) != self.fixed:
+            self.fixed = dict(fixed)
+            self._check_fixed()
+
     def _check_fixed(self) -> None:
         """Every record must hold this run's value of each ``fixed`` field (the model that
-        scored it): a resumed file would otherwise mix two runs' numbers."""
+        scored it): a resumed file would otherwise mix two runs' numbers.  A hub model's
+        commit is compared once this run's value has one (:meth:`confirm`); records without
+        one, written before labels named it, are resumed with a warning."""
+        uncommitted: dict[str, str] = {}
         for record in self.records:
             for name, value in self.fixed.items():
-                if str(record[name]) != value:
+                written, written_commit = split_commit(str(record[name]))
+                label, commit = split_commit(value)
+                if written != label:
                     raise ValueError(
                         f"{self.path} was written with {name} {record[name]}, but this run "
                         f"has {name} {value}; resuming would mix the two. Use --overwrite or "
                         "another output file."
                     )
+                if commit is None or written_commit == commit:
+                    continue
+                if written_commit is not None:
+                    raise ValueError(
+                        f"{self.path} was written with {name} {label} at commit "
+                        f"{written_commit}, but this run loaded commit {commit}: the hub's "
+                        "main moved between the two runs, and resuming would mix two versions "
+                        "of the model. Use --overwrite or another output file (the commands "
+                        "load a hub model's main; to keep to one version, score a snapshot "
+                        "folder of it)."
+                    )
+                uncommitted[name] = f"{label} at commit {commit}"
+        for name, value in uncommitted.items():
+            print(
+                f"pll-harness: warning: {self.path} was written before records named a hub "
+                f"model's commit, so whether its rows were scored by {name} {value}, as this "
+                "run's are, cannot be checked; the rows this run adds name it.",
+                file=sys.stderr,
+            )
 
     def append(self, rows: Sequence[dict[str, Any]]) -> None:
         """Add ``rows``, with the ``fixed`` fields' values, in one durable write."""

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 from pll_harness.file_formats import jsonl_text
 from pll_harness.file_lock import same_file
-from pll_harness.provenance import scoring_model
+from pll_harness.provenance import model_label, scoring_model
 from pll_harness.scorer import check_sizes
 from pll_harness.tools.causal import CausalScorer
 from pll_harness.tools.interrupts import InterruptGuard
@@ -241,6 +241,11 @@ class _Output:
                         "--overwrite or other output files."
                     )
 
+    def confirm(self, models: dict[str, str]) -> None:
+        """The models' labels once they have loaded (see :meth:`RecordFile.confirm`)."""
+        if self.main is not None:
+            self.main.confirm(models)
+
     def start(self) -> None:
         """Create or trim the output files (see :meth:`RecordFile.start`)."""
         start_all([f for f in (self.main, self.tokens) if f is not None])
@@ -328,6 +333,15 @@ def score_file(
         raise ValueError("There are no sentences to score: the input holds none.")
     ids = [s.id for s in sentences]
     refuse_repeated_ids(ids, "Sentence", "pick another id column")
+    # Before the models load, a hub model's label has no commit yet: writer.confirm adds it.
+    if scorers is None:
+        mlm_label = scoring_model(model, dtype, max_length, add_prefix_space)
+    else:
+        mlm_label = scorers.label
+    if causal_scorer is None:
+        causal_label = None if causal is None else model_label(causal)
+    else:
+        causal_label = causal_scorer.label
     with InterruptGuard() as guard:
         writer = _Output(
             Path(output) if output else None,
@@ -336,12 +350,7 @@ def score_file(
             Path(token_output) if token_output else None,
             token_columns(metric_list),
             overwrite,
-            scoring_models(
-                scorers.label
-                if scorers is not None
-                else scoring_model(model, dtype, max_length, add_prefix_space),
-                causal_scorer.name if causal_scorer is not None else causal,
-            ),
+            scoring_models(mlm_label, causal_label),
         )
         try:
             for sentence in sentences:
@@ -375,6 +384,9 @@ def score_file(
             )
             if causal_scorer is None and causal is not None:
                 causal_scorer = CausalScorer(causal, device=device)
+            writer.confirm(
+                scoring_models(scorers.label, causal_scorer.label if causal_scorer else None)
+            )
             writer.start()
             if started is not None:
                 started()
