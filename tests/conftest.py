@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import socket
 from collections.abc import Iterator
 from pathlib import Path
@@ -178,3 +179,30 @@ def no_network(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
     monkeypatch.setattr(datasets.config, "HF_UPDATE_DOWNLOAD_COUNTS", True)
     yield
     assert not attempts, f"network access attempted: {attempts}"
+
+
+FIRST_COMMIT, NEXT_COMMIT = "a" * 40, "b" * 40
+
+
+@pytest.fixture
+def hub_cache(tmp_path, tiny_bert_dir, tiny_gpt2, no_network, monkeypatch) -> Path:
+    """A Hugging Face cache of its own, read offline, in which ``org/tiny`` (the tiny BERT)
+    and ``org/gpt`` (the tiny GPT-2) both have two commits with the same files, their
+    ``main`` at the first."""
+    import huggingface_hub.constants
+
+    cache = tmp_path / "hub"
+    for name, folder in (("tiny", tiny_bert_dir), ("gpt", tiny_gpt2)):
+        repo = cache / f"models--org--{name}"
+        for commit in (FIRST_COMMIT, NEXT_COMMIT):
+            shutil.copytree(folder, repo / "snapshots" / commit)
+        (repo / "refs").mkdir()
+        (repo / "refs" / "main").write_text(FIRST_COMMIT)
+    monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_CACHE", str(cache))
+    monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_OFFLINE", True)
+    return cache
+
+
+def move_main(cache: Path, name: str, commit: str) -> None:
+    """The hub's ``main`` of ``org/<name>`` moved, as an online load records it."""
+    (cache / f"models--org--{name}" / "refs" / "main").write_text(commit)

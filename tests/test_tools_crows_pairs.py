@@ -14,6 +14,7 @@ import time
 from pathlib import Path
 
 import pytest
+from conftest import FIRST_COMMIT, NEXT_COMMIT, move_main
 
 from pll_harness.cli import main
 from pll_harness.file_lock import lock
@@ -416,3 +417,19 @@ def test_add_prefix_space_reaches_the_model_and_the_output_says_it(tiny_roberta_
         [more.logprob for more, _ in expected], abs=1e-4
     )
     assert main([*args, "-o", str(out)]) == 1
+
+
+def test_a_resume_refuses_another_commit_of_a_hub_model(tmp_path, hub_cache):
+    """The rows name the commit the model was loaded from, and a resume after the hub's
+    main moved is refused with the file left as it was (the check runs once the model has
+    loaded: without it the rows would name no commit at all)."""
+    out = tmp_path / "pairs.csv"
+    score_pairs(PAIRS[:1], "org/tiny", "original", device="cpu", output=out)
+    assert [row["model"] for row in csv.DictReader(out.open())] == [
+        f"org/tiny commit={FIRST_COMMIT}"
+    ]
+    before = out.read_bytes()
+    move_main(hub_cache, "tiny", NEXT_COMMIT)
+    with pytest.raises(ValueError, match="main moved"):
+        score_pairs(PAIRS, "org/tiny", "original", device="cpu", output=out)
+    assert out.read_bytes() == before

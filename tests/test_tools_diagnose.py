@@ -9,6 +9,7 @@ import re
 import sys
 
 import pytest
+from conftest import NEXT_COMMIT, move_main
 from tools_support import assert_png, causal_reference
 
 from pll_harness.cli import main
@@ -478,3 +479,16 @@ def test_the_packaged_dataset_is_found_in_any_case(monkeypatch, tmp_path):
     monkeypatch.chdir(tmp_path)
     with pytest.raises(Packaged):
         diagnose("some-model", dataset="EventsAdapt", output_dir=tmp_path / "d", limit=2)
+
+
+def test_a_resume_refuses_another_commit_of_a_hub_model(tmp_path, hub_cache):
+    """A diagnosis folder resumed after the hub's main moved is refused, every file in it
+    left as it was."""
+    data, out = tmp_path / "s.txt", tmp_path / "diagnosis"
+    data.write_text("A cat sat on the mat.\nThe dog barked loudly.\n")
+    diagnose("org/tiny", str(data), out, metrics="original", limit=1)
+    before = {path.name: path.read_bytes() for path in out.iterdir()}
+    move_main(hub_cache, "tiny", NEXT_COMMIT)
+    with pytest.raises(ValueError, match="main moved"):
+        diagnose("org/tiny", str(data), out, metrics="original")
+    assert {path.name: path.read_bytes() for path in out.iterdir()} == before

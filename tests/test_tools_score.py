@@ -13,6 +13,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from conftest import FIRST_COMMIT, NEXT_COMMIT, move_main
 from tools_support import causal_reference
 
 from pll_harness.cli import main
@@ -809,34 +810,6 @@ def test_the_unscored_warning_counts_the_ids_it_leaves_out(capsys):
 
 # --------------------------------------------------------------------------- hub commits
 
-FIRST_COMMIT, NEXT_COMMIT = "a" * 40, "b" * 40
-
-
-@pytest.fixture
-def hub_cache(tmp_path, tiny_bert_dir, tiny_gpt2, no_network, monkeypatch) -> Path:
-    """A Hugging Face cache of its own, read offline, in which ``org/tiny`` (the tiny BERT)
-    and ``org/gpt`` (the tiny GPT-2) both have two commits with the same files, their
-    ``main`` at the first."""
-    import shutil
-
-    import huggingface_hub.constants
-
-    cache = tmp_path / "hub"
-    for name, folder in (("tiny", tiny_bert_dir), ("gpt", tiny_gpt2)):
-        repo = cache / f"models--org--{name}"
-        for commit in (FIRST_COMMIT, NEXT_COMMIT):
-            shutil.copytree(folder, repo / "snapshots" / commit)
-        (repo / "refs").mkdir()
-        (repo / "refs" / "main").write_text(FIRST_COMMIT)
-    monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_CACHE", str(cache))
-    monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_OFFLINE", True)
-    return cache
-
-
-def _move_main(cache: Path, name: str, commit: str) -> None:
-    """The hub's ``main`` of ``org/<name>`` moved, as an online load records it."""
-    (cache / f"models--org--{name}" / "refs" / "main").write_text(commit)
-
 
 def test_a_resume_refuses_another_commit_of_a_hub_model(tmp_path, hub_cache, capsys):
     """The hub's main moved between a run and its resume (here in the cache, as an online
@@ -850,7 +823,7 @@ def test_a_resume_refuses_another_commit_of_a_hub_model(tmp_path, hub_cache, cap
     assert {row["model"] for row in rows} == {f"org/tiny commit={FIRST_COMMIT}"}
     out.write_text(csv_text(list(rows[0]), rows[:2], header=True))  # an interrupted run
     written = out.read_bytes()
-    _move_main(hub_cache, "tiny", NEXT_COMMIT)
+    move_main(hub_cache, "tiny", NEXT_COMMIT)
     capsys.readouterr()
     assert main([*args, "-o", str(out)]) == 1
     error = capsys.readouterr().err
@@ -868,7 +841,7 @@ def test_a_resume_refuses_another_commit_of_a_hub_causal_model(tmp_path, tiny_be
     score_file(_sentences()[:2], tiny_bert_dir, out, **settings)
     rows = list(csv.DictReader(out.open()))
     assert {row["causal_model"] for row in rows} == {f"org/gpt commit={FIRST_COMMIT}"}
-    _move_main(hub_cache, "gpt", NEXT_COMMIT)
+    move_main(hub_cache, "gpt", NEXT_COMMIT)
     with pytest.raises(ValueError, match=f"causal_model org/gpt at commit {FIRST_COMMIT}"):
         score_file(_sentences(), tiny_bert_dir, out, **settings)
 
@@ -893,7 +866,7 @@ def test_a_hub_model_file_written_without_commits_still_resumes(tmp_path, hub_ca
     settings = {"metrics": "original", "progress": False}
     score_file(_sentences()[:2], "org/tiny", out, **settings)
     out.write_text(out.read_text().replace(f" commit={FIRST_COMMIT}", ""))  # as before
-    _move_main(hub_cache, "tiny", NEXT_COMMIT)
+    move_main(hub_cache, "tiny", NEXT_COMMIT)
     capsys.readouterr()
     assert score_file(_sentences(), "org/tiny", out, **settings) == 2
     assert [row["model"] for row in csv.DictReader(out.open())] == [

@@ -197,10 +197,11 @@ class RecordFile:
         commit is compared once this run's value has one (:meth:`confirm`); records without
         one, written before labels named it, are resumed with a warning."""
         uncommitted: dict[str, str] = {}
+        ours = {name: split_commit(value) for name, value in self.fixed.items()}
         for record in self.records:
             for name, value in self.fixed.items():
                 written, written_commit = split_commit(str(record[name]))
-                label, commit = split_commit(value)
+                label, commit = ours[name]
                 if written != label:
                     raise ValueError(
                         f"{self.path} was written with {name} {record[name]}, but this run "
@@ -214,9 +215,10 @@ class RecordFile:
                         f"{self.path} was written with {name} {label} at commit "
                         f"{written_commit}, but this run loaded commit {commit}: the hub's "
                         "main moved between the two runs, and resuming would mix two versions "
-                        "of the model. Use --overwrite or another output file (the commands "
-                        "load a hub model's main; to keep to one version, score a snapshot "
-                        "folder of it)."
+                        "of the model. Use --overwrite or another output file: the commands "
+                        "load a hub model's main, and to keep a new output to one version, "
+                        "score a snapshot folder of it (its rows then name its files, not "
+                        "this file's commit)."
                     )
                 uncommitted[name] = f"{label} at commit {commit}"
         for name, value in uncommitted.items():

@@ -46,9 +46,10 @@ if TYPE_CHECKING:
 
 SENTENCE_FIELDS = ("id", "text", "model", *COUNT_COLUMNS)
 """``model``: the masked LM that scored the row, with its settings that are not the
-defaults (:func:`~pll_harness.provenance.scoring_model`; with ``causal_model`` the
-fields of :func:`scoring_models`), so that a resumed output never mixes two models' or two
-settings' scores."""
+defaults and, for a hub model, the commit it was loaded from
+(:func:`~pll_harness.provenance.scoring_model`; with ``causal_model`` the fields of
+:func:`scoring_models`), so that a resumed output never mixes two models', two settings'
+or two commits' scores."""
 
 
 def sentence_columns(metrics: Sequence[str], causal: bool) -> list[str]:
