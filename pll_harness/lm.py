@@ -29,7 +29,7 @@ from pll_harness.distributed import (
 from pll_harness.file_lock import alone_or_shared, share
 from pll_harness.loading import load_masked_lm, model_identity
 from pll_harness.metrics import DEFAULT_METRIC, check_metric
-from pll_harness.provenance import folder_fingerprint, model_info, scoring_model
+from pll_harness.provenance import folder_fingerprint, loaded_commit, model_info, scoring_model
 from pll_harness.scorer import PLLScorer, SentenceScore
 from pll_harness.tasks.minimal_pairs import VerbatimRow
 from pll_harness.token_log import TokenLog, check_mode
@@ -280,10 +280,12 @@ class PLLMaskedLM(LM):
                 dtype if self._checkpoint else None,
                 self.scorer.max_length if max_length is not None else None,
                 add_prefix_space,
+                loaded_commit(self._checkpoint, self._revision) if self._checkpoint else None,
             )
         )
-        """The token log's ``model`` field: the label the tools' records carry (a model
-        built in memory, which has no name, by its class).  Taken as the model loads, and
+        """The token log's ``model`` field: the label the tools' records carry, a hub
+        model's commit (at ``revision``) included (a model built in memory, which has no
+        name, by its class).  Taken as the model loads, and
         only for a run with a token log: it reads the model folder's files again."""
 
     @classmethod

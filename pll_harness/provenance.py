@@ -186,16 +186,17 @@ def model_label(model: str, commit: str | None = None) -> str:
     return _with_commit(identity if files is None else f"{identity} files={files}", commit)
 
 
-def loaded_commit(model: str) -> str | None:
-    """The commit of the hub model ``model`` that was loaded, for its label: asked once it
-    has loaded, since loading online resolves ``main`` to the commit it loads and records
-    that in the cache (transformers 5 no longer puts it in the model's config), and the
-    cache may have held an older ``main`` before.  None for a local folder and for
+def loaded_commit(model: str, revision: str | None = None) -> str | None:
+    """The commit of the hub model ``model`` that was loaded (at ``revision``, default
+    ``main``), for its label: asked once it has loaded, since loading online resolves
+    ``main`` to the commit it loads and records that in the cache (transformers 5 no
+    longer puts it in the model's config), and the cache may have held an older ``main``
+    before.  None for a local folder and for
     ``pll-demo``, whose ``files=`` digest tells their versions apart (a cache snapshot
     folder included, which has a commit), and where the cache does not know it."""
     if model_identity(model) == DEMO_MODEL_NAME or Path(model).is_dir():
         return None
-    return checkpoint_commit(model)
+    return checkpoint_commit(model, revision)
 
 
 _LABEL_COMMIT = re.compile(r"(?P<label>.*) commit=(?P<commit>[0-9a-f]{40})", re.DOTALL)

@@ -12,6 +12,7 @@ import sys
 
 import pytest
 import torch
+from conftest import FIRST_COMMIT, NEXT_COMMIT
 from lm_eval.api.instance import Instance
 from reference_pll import float64_model, masked_set, naive_pll
 from transformers import (
@@ -221,6 +222,25 @@ def test_token_log_records_say_which_model_and_settings_scored_them(tiny_bert_di
     lm.loglikelihood([request])
     (record,) = [json.loads(line) for line in (tmp_path / "built.jsonl").read_text().splitlines()]
     assert record["model"] == "BertForMaskedLM"  # no name: its class
+
+
+def test_token_log_names_the_commit_a_hub_model_was_loaded_from(hub_cache, tmp_path):
+    """Records appended by runs of two commits of one hub model tell them apart: main, then
+    a revision given by its commit."""
+    log = tmp_path / "tokens.jsonl"
+    request = instance("loglikelihood", ("", "A cat sat."))
+    for revision in (None, NEXT_COMMIT):
+        lm = PLLMaskedLM(
+            pretrained="org/tiny",
+            revision=revision,
+            device="cpu",
+            token_log=str(log),
+            token_log_mode="append",
+        )
+        lm.loglikelihood([request])
+        lm.token_log.close()
+    models = [json.loads(line)["model"] for line in log.read_text().splitlines()]
+    assert models == [f"org/tiny commit={FIRST_COMMIT}", f"org/tiny commit={NEXT_COMMIT}"]
 
 
 def test_token_log_skips_lm_evals_padding_copies(tiny_bert_dir, tmp_path):
