@@ -20,8 +20,8 @@ Stages (each skipped when its output already exists, so the script can be re-run
    CPU; on CUDA up to the non-determinism of its kernels). A checkpoint refuses to resume
    under another model size, schedule or data. For a machine that is bare at each call (the
    device tool's), ``--fit-minutes`` replaces ``--steps``/``--epochs`` with as many steps as
-   fit the minutes at the speed a short probe measures, and ``--export-on-stop`` exports what
-   an early stop has (the model card's "The GPU training, step by step");
+   fit the minutes at the speed a probe measures once it settles, and ``--export-on-stop``
+   exports what an early stop has (the model card's "The GPU training, step by step");
 3. evaluate: the MLM loss on held-out sequences (every ``--eval-every`` steps and at the end)
    and, with ``--blimp-dev N``, word_l2r accuracy on a development sample of BLiMP: N pairs per
    paradigm drawn with a fixed seed from pairs 100-999 of each paradigm, disjoint from the
@@ -65,6 +65,7 @@ import signal
 import sys
 import time
 from array import array
+from collections.abc import Callable
 from pathlib import Path
 
 import torch
@@ -75,7 +76,10 @@ DEFAULT_OUT = REPO_ROOT / "pll_harness" / "models" / "pll-demo"
 BLIMP_DIR = REPO_ROOT / "pll_harness" / "tasks" / "data" / "blimp"
 BLIMP_REPORTED = 100  # pairs per paradigm that reported numbers use; the dev sample skips them
 EXIT_RESUMABLE = 75  # stopped early with a checkpoint saved: run the same command again
-PROBE_STEPS = 40  # --fit-minutes: timed steps of the speed probe, after one of each batch length
+PROBE_STEPS = 40  # --fit-minutes: steps in each timed window of the speed probe
+PROBE_MIN_S = 10.0  # --fit-minutes: seconds of timed windows before the probe may stop
+PROBE_MAX_S = 30.0  # --fit-minutes: seconds of timed windows after which it stops regardless
+PROBE_SETTLED = 0.1  # --fit-minutes: it stops once a window is within this share of the last
 PROBE_MARGIN = 0.1  # --fit-minutes: the share of the time left that is kept for slower steps
 
 # What a checkpoint must agree on to be resumed (the model, the schedule and the data).
@@ -369,12 +373,14 @@ def fit_steps(model, data, tok, device, amp: bool, args, t_run: float) -> int:
     evaluation and export, at the speed ``probe_speed`` measures; ``PROBE_MARGIN`` of the time
     is kept for slower steps. Where a GPU's speed is only estimated, this spends one call's
     time on training, neither running past it nor leaving it idle."""
-    per_step, per_eval = probe_speed(model, data, tok, device, amp, args)
+    windows, per_eval = probe_speed(model, data, tok, device, amp, args)
+    per_step = windows[-1]
     left = args.fit_minutes * 60 - (time.time() - t_run) - args.fit_reserve
     steps = int((1 - PROBE_MARGIN) * left / (per_step + per_eval / args.eval_every))
     print(
-        f"speed probe: {per_step * 1e3:.1f} ms a step, {per_eval:.1f} s a held-out evaluation; "
-        f"{left:.0f} s left for training: {steps:,d} steps",
+        f"speed probe: {per_step * 1e3:.1f} ms a step (windows of {PROBE_STEPS} steps: "
+        f"{', '.join(f'{w * 1e3:.1f}' for w in windows)} ms), {per_eval:.1f} s a held-out "
+        f"evaluation; {left:.0f} s left for training: {steps:,d} steps",
         flush=True,
     )
     if steps < 1:
@@ -385,9 +391,8 @@ def fit_steps(model, data, tok, device, amp: bool, args, t_run: float) -> int:
     return steps
 
 
-def probe_batches(batches: list[list[int]], lengths: torch.Tensor) -> tuple[list, list]:
-    """The speed probe's untimed and timed batches: first one batch of each padded length
-    the epoch has, then ``PROBE_STEPS`` batches.
+def probe_batches(batches: list[list[int]], lengths: torch.Tensor) -> list[list[int]]:
+    """The speed probe's untimed batches: one batch of each padded length the epoch has.
 
     On an H100 the first steps of each new input shape are slow (probably SDPA's cuDNN
     kernel in bf16, which builds a graph per shape; not measured in training): after 5
@@ -396,22 +401,42 @@ def probe_batches(batches: list[list[int]], lengths: torch.Tensor) -> tuple[list
     untimed = {}
     for batch in batches:
         untimed.setdefault(int(lengths[batch].max()), batch)
-    timed = [batches[i % len(batches)] for i in range(PROBE_STEPS)]
-    return list(untimed.values()), timed
+    return list(untimed.values())
 
 
-def probe_speed(model, data, tok, device, amp: bool, args) -> tuple[float, float]:
-    """Seconds per training step (``PROBE_STEPS`` timed after one untimed step per batch
-    length, see ``probe_batches``) and per held-out evaluation, measured on a copy of the
-    model with its own optimiser and random generator, thrown away after: the training then
-    starts from the untouched model and random state, so a run given the resulting
-    ``--steps`` trains bitwise the same model.  Dropout draws from the global generators,
-    which are therefore restored after the probe."""
+def probe_windows(time_window: Callable[[int], float]) -> list[float]:
+    """Seconds a step of successive windows of ``PROBE_STEPS`` steps (``time_window(k)``
+    runs and times the k-th), until ``PROBE_MIN_S`` seconds have been timed and a window is
+    within ``PROBE_SETTLED`` of the one before, or ``PROBE_MAX_S`` seconds have been timed;
+    the last window is the training's speed.
+
+    After the untimed steps a GPU still speeds up over a few hundred steps: on an H200 one
+    window measured 37.4 ms a step, the training ran at 19 (466 k tokens/s over its first
+    250 steps, 600-800 k after) and ``--fit-minutes 6`` trained for 2 of its minutes."""
+    windows: list[float] = []
+    while True:
+        windows.append(time_window(len(windows)))
+        timed = sum(windows) * PROBE_STEPS
+        settled = len(windows) > 1 and abs(windows[-1] - windows[-2]) <= PROBE_SETTLED * windows[-2]
+        if timed >= PROBE_MAX_S or (timed >= PROBE_MIN_S and settled):
+            return windows
+
+
+def probe_speed(model, data, tok, device, amp: bool, args) -> tuple[list[float], float]:
+    """Seconds a training step in each timed window (after one untimed step per batch
+    length, see ``probe_batches`` and ``probe_windows``) and per held-out evaluation,
+    measured on a copy of the model with its own optimiser and random generator, thrown
+    away after: the training then starts from the untouched model and random state, so a
+    run given the resulting ``--steps`` trains bitwise the same model.  Dropout draws from
+    the global generators, which are therefore restored after the probe."""
     with torch.random.fork_rng(devices=[device] if device.type == "cuda" else []):
-        return _probe_speed(model, data, tok, device, amp, args)
+        speed = _probe_speed(model, data, tok, device, amp, args)
+    if device.type == "cuda":  # the probe's copy and optimiser are gone with its frame
+        torch.cuda.empty_cache()
+    return speed
 
 
-def _probe_speed(model, data, tok, device, amp: bool, args) -> tuple[float, float]:
+def _probe_speed(model, data, tok, device, amp: bool, args) -> tuple[list[float], float]:
     probe = copy.deepcopy(model)
     opt = make_optimizer(probe, args, device)
     gen = torch.Generator().manual_seed(args.seed + 2)
@@ -423,27 +448,28 @@ def _probe_speed(model, data, tok, device, amp: bool, args) -> tuple[float, floa
         if device.type == "cuda":
             torch.cuda.synchronize(device)
 
-    untimed, timed = probe_batches(batches, data["lengths"].long())
-    t0 = 0.0
-    for i, idx in enumerate(untimed + timed):
-        if i == len(untimed):
-            sync()
-            t0 = time.time()
+    def step(idx: list[int]) -> None:
         batch = make_batch(
             data["tokens"], data["starts"], idx, pad_id, mask_id, tok.get_vocab_size(),
             len(SPECIALS), gen,
         )  # fmt: skip
         train_step(probe, opt, batch, device, amp)
-    sync()
-    per_step = (time.time() - t0) / PROBE_STEPS
+
+    def time_window(k: int) -> float:
+        sync()
+        t0 = time.time()
+        for i in range(k * PROBE_STEPS, (k + 1) * PROBE_STEPS):
+            step(batches[i % len(batches)])
+        sync()
+        return (time.time() - t0) / PROBE_STEPS
+
+    for idx in probe_batches(batches, data["lengths"].long()):
+        step(idx)
+    windows = probe_windows(time_window)
     t0 = time.time()
     eval_ids = data["heldout"].nonzero().squeeze(1)[: args.eval_seqs].tolist()
     heldout_loss(probe, data, eval_ids, tok, device, amp, args)
-    per_eval = time.time() - t0
-    del probe, opt
-    if device.type == "cuda":
-        torch.cuda.empty_cache()
-    return per_step, per_eval
+    return windows, time.time() - t0
 
 
 def lr_at(step: int, args) -> float:

@@ -154,32 +154,55 @@ def without(argv: list[str], *flags: str) -> list[str]:
     return [a for i, a in enumerate(argv) if i not in drop]
 
 
-def test_the_speed_probe_times_steps_only_after_one_of_each_batch_length(train, monkeypatch):
+def test_the_speed_probe_times_steps_only_after_one_of_each_batch_length(train):
     """Each new input shape is slow at first on a GPU, so that a probe timing the first
     steps chose a seventh of the steps an H100 had time for: the untimed steps cover every
     padded length of the epoch, once each."""
-    monkeypatch.setattr(train, "PROBE_STEPS", 5)
     lengths = torch.tensor([3, 9, 9, 4, 7, 3, 9, 2])
     batches = [[0, 3], [1, 2], [5, 7], [4, 0], [6, 3]]  # padded to 4, 9, 3, 7, 9
-    untimed, timed = train.probe_batches(batches, lengths)
-    assert untimed == [[0, 3], [1, 2], [5, 7], [4, 0]]
-    assert timed == batches
-    monkeypatch.setattr(train, "PROBE_STEPS", 7)
-    assert train.probe_batches(batches, lengths)[1] == batches + batches[:2]
+    assert train.probe_batches(batches, lengths) == [[0, 3], [1, 2], [5, 7], [4, 0]]
+
+
+def probe_windows(train, monkeypatch, ms: list[float]) -> list[float]:
+    """The windows the probe times when its k-th window runs at ``ms[k]`` ms a step, with
+    windows of 100 steps and at least 10 s, at most 30 s of them."""
+    monkeypatch.setattr(train, "PROBE_STEPS", 100)
+    monkeypatch.setattr(train, "PROBE_MIN_S", 10.0)
+    monkeypatch.setattr(train, "PROBE_MAX_S", 30.0)
+    return [round(w * 1e3, 6) for w in train.probe_windows(lambda k: ms[k] / 1e3)]
+
+
+def test_the_speed_probe_times_windows_until_the_speed_settles(train, monkeypatch):
+    """An H200 sped up over the training's first few hundred steps, after the untimed ones:
+    one window of 40 steps measured 37.4 ms a step where the training ran at 19, and chose
+    half the steps the call had time for.  The probe goes on until its speed settles and
+    takes the last window's."""
+    # the first window and the training's speed are the H200's; the windows between made up
+    h200 = [37.4, 30.0, 24.0, 21.0, 19.5, 19.3, 19.2, 19.2, 19.2]
+    # 11.2 s timed after 4 windows, the 5th within 10 % of the 4th
+    assert probe_windows(train, monkeypatch, h200) == h200[:5]
+    # settled at once, still timed for PROBE_MIN_S: 10 windows of 1 s
+    assert probe_windows(train, monkeypatch, [10.0] * 20) == [10.0] * 10
+    # a speed that never settles stops at PROBE_MAX_S: 30 s in 20 windows of 1.5 s
+    swinging = [10.0, 20.0] * 20
+    assert probe_windows(train, monkeypatch, swinging) == swinging[:20]
+    # within 10 % of the window before, not of the first
+    assert probe_windows(train, monkeypatch, [50.0, 44.0, 40.0, 36.5]) == [50.0, 44.0, 40.0]
 
 
 @pytest.mark.parametrize("dropout", ["0.0", "0.1"])
 def test_fit_minutes_trains_the_model_of_the_steps_it_chose(
     train, data, tmp_path, monkeypatch, dropout
 ):
-    """The real probe runs (on its copy, 2 timed steps after its untimed ones); the speed it
-    reports is replaced by 3 s a step, so that the steps depend on the clock only through
-    the run's start-up (under 45 s), and stay few enough to train twice in seconds.  With
-    dropout, the probe's steps draw from the global random generator, which the training
-    must find untouched."""
+    """The real probe runs (on its copy, windows of 2 timed steps after its untimed ones);
+    the speed it reports is replaced by 3 s a step, so that the steps depend on the clock
+    only through the run's start-up (under 45 s), and stay few enough to train twice in
+    seconds.  With dropout, the probe's steps draw from the global random generator, which
+    the training must find untouched."""
     probe = train.probe_speed
     monkeypatch.setattr(train, "PROBE_STEPS", 2)
-    monkeypatch.setattr(train, "probe_speed", lambda *a: (probe(*a), (3.0, 0.0))[1])
+    monkeypatch.setattr(train, "PROBE_MIN_S", 0.0)
+    monkeypatch.setattr(train, "probe_speed", lambda *a: (probe(*a), ([3.0], 0.0))[1])
     base = [*without(TINY, "--steps", "--eval-every"), "--eval-every", "50", "--dropout", dropout]
     fit = tmp_path / "fit"
     argv = ["--data", str(data), "--work", str(fit), "--out", str(fit / "o"), *base]
