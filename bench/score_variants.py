@@ -25,6 +25,10 @@ launches, while the GPU waited, are the host's; this says which of its operation
 early (bench/README.md).  The profiler costs about 2 us an op: on the 2-core VM (one
 thread) the nano model's ``score()`` of 400 BLiMP sentences (5,700 ops) took 9-12% longer
 under it, of 2,000 sentences 3%.
+
+Every call, profiled or not, also records the host around it (:func:`host_usage`: CPU time,
+page faults and context switches of the process and of the launching thread, the load, and
+a fixed loop of pure Python before and after), in a table of its own.
 """
 
 from __future__ import annotations
@@ -34,6 +38,7 @@ import contextlib
 import gc
 import json
 import os
+import resource
 import sys
 import time
 from collections.abc import Callable, Iterable, Iterator
@@ -122,6 +127,82 @@ def warm_pinned(torch: Any) -> int:
     return sum(PINNED_SIZES)
 
 
+SPIN_ITERATIONS = 200_000
+"""Additions in :func:`spin_ms`'s loop: some 10 ms of pure Python on the 2-core VM."""
+USAGE_FIELDS = {
+    "user_s": "ru_utime",
+    "sys_s": "ru_stime",
+    "minor_faults": "ru_minflt",
+    "major_faults": "ru_majflt",
+    "voluntary_switches": "ru_nvcsw",
+    "involuntary_switches": "ru_nivcsw",
+}
+"""What :func:`host_usage` counts, by its name in the JSON and getrusage's."""
+
+
+def spin_ms(rounds: int = 3) -> float:
+    """The fastest of ``rounds`` runs of a fixed loop of pure Python, in ms: how fast the
+    host runs the kind of work the launching thread does.  A first call slow with it (a
+    CPU not yet at its clock, another tenant) is the host's, not the engine's."""
+    best = float("inf")
+    for _ in range(rounds):
+        start = time.perf_counter()
+        total = 0
+        for i in range(SPIN_ITERATIONS):
+            total += i
+        best = min(best, time.perf_counter() - start)
+    return 1000 * best
+
+
+def _usage(who: int) -> dict[str, float]:
+    usage = resource.getrusage(who)
+    return {name: getattr(usage, field) for name, field in USAGE_FIELDS.items()}
+
+
+@contextlib.contextmanager
+def host_usage() -> Iterator[dict[str, Any]]:
+    """What the host did while the block ran: the process's and the calling thread's
+    (the launching thread's) CPU time, page faults and context switches, with the load
+    average and :func:`spin_ms` before and after.  The first call's slow launches are the
+    launching thread's (bench/README.md): many involuntary switches say it was preempted,
+    major faults that it waited for code or data paged in from disk, minor faults that it
+    touched fresh memory, and a slower spin before than after a CPU that sped up."""
+    report: dict[str, Any] = {"spin_ms_before": spin_ms(), "load_1min": os.getloadavg()[0]}
+    whom = {"process": resource.RUSAGE_SELF, "thread": resource.RUSAGE_THREAD}
+    before = {name: _usage(who) for name, who in whom.items()}
+    yield report
+    for name, who in whom.items():
+        after = _usage(who)
+        report[name] = {key: after[key] - before[name][key] for key in USAGE_FIELDS}
+    report["spin_ms_after"] = spin_ms()
+
+
+def host_lines(rows: list[dict[str, Any]], key: str) -> list[str]:
+    """The :func:`host_usage` of each row (named by ``row[key]``) as a table."""
+    lines = [
+        "",
+        "The host during each call: CPU seconds (user + system) and involuntary context "
+        "switches of the process and of the launching thread, the process's minor and major "
+        "page faults, the 1-minute load average, and `spin_ms` (a fixed loop of pure Python) "
+        "before and after",
+        "",
+        "| call | CPU s | thread CPU s | switches | thread switches | minor faults | "
+        "major faults | load | spin ms before | spin ms after |",
+        "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |",
+    ]
+    for row in rows:
+        host = row["host"]
+        process, thread = host["process"], host["thread"]
+        lines.append(
+            f"| {row[key]} | {process['user_s'] + process['sys_s']:.2f} | "
+            f"{thread['user_s'] + thread['sys_s']:.2f} | {process['involuntary_switches']} | "
+            f"{thread['involuntary_switches']} | {process['minor_faults']} | "
+            f"{process['major_faults']} | {host['load_1min']:.2f} | "
+            f"{host['spin_ms_before']:.1f} | {host['spin_ms_after']:.1f} |"
+        )
+    return lines
+
+
 def measure(
     scorer: Any, texts: list[str], torch: Any, defaults_only: bool = False
 ) -> list[dict[str, Any]]:
@@ -131,10 +212,11 @@ def measure(
     for name, setting in VARIANTS:
         if defaults_only and not name.startswith("default"):
             continue
-        with setting(scorer):
+        with setting(scorer), host_usage() as host:
             wall, _, idle = pll_bench._timeline_score(scorer, texts, torch)
         launches = [launched - begun for begun, launched, _, _ in idle["per_batch"]]
-        rows.append({"variant": name, **idle, "longest_launch": max(launches, default=0.0)})
+        longest = max(launches, default=0.0)
+        rows.append({"variant": name, **idle, "longest_launch": longest, "host": host})
         print(f"{name}: {wall:.2f} s", flush=True)
     return rows
 
@@ -316,11 +398,16 @@ def host_profile(scorer: Any, texts: list[str], torch: Any) -> dict[str, Any]:
     against the last, by op and by batch."""
     calls = {}
     for name in PROFILED_CALLS:
-        calls[name] = profile_call(scorer, texts, torch)
+        with host_usage() as host:
+            calls[name] = profile_call(scorer, texts, torch)
+        calls[name]["host"] = host
         print(f"{name}, profiled: {calls[name]['wall']:.2f} s", flush=True)
     last = calls[PROFILED_CALLS[-1]]
     return {
-        "calls": [{"call": name, **call_summary(calls[name])} for name in PROFILED_CALLS],
+        "calls": [
+            {"call": name, **call_summary(calls[name]), "host": calls[name]["host"]}
+            for name in PROFILED_CALLS
+        ],
         "against_last": [
             {
                 "call": name,
@@ -399,6 +486,7 @@ def profile_markdown(report: dict[str, Any]) -> str:
             f"{row['outside_batches']:.2f} | {row['in_batches_outside_ops']:.2f} | "
             f"{row['batches']} | {row['launching']:.2f} | {row['longest_launch']:.3f} |"
         )
+    lines += host_lines(report["calls"], "call")
     for against in report["against_last"]:
         lines += _against_lines(against)
     return "\n".join(lines) + "\n"
@@ -429,6 +517,7 @@ def markdown(report: dict[str, Any]) -> str:
             f"{row['between']:.2f} | {row['in_batches']:.2f} | {row['after_last']:.2f} | "
             f"{row['longest_launch']:.3f} |"
         )
+    lines += host_lines(report["rows"], "variant")
     return "\n".join(lines) + "\n"
 
 

@@ -8,6 +8,8 @@ from __future__ import annotations
 import importlib
 import random
 import sys
+import threading
+import time
 from types import ModuleType
 
 import pytest
@@ -212,9 +214,57 @@ def test_the_host_profile_compares_the_first_and_second_calls_with_the_last(vari
     text = variants.profile_markdown(report | {"sentences": len(TEXTS)})
     for name in variants.PROFILED_CALLS:
         assert f"\n| {name} | " in text
+    for row in report["calls"]:
+        thread = row["host"]["thread"]
+        assert 0 < thread["user_s"] + thread["sys_s"] <= row["wall"] + 0.05
+        cpu = row["host"]["process"]["user_s"] + row["host"]["process"]["sys_s"]
+        assert f"\n| {row['call']} | {cpu:.2f} | " in text
     for against in report["against_last"]:
         assert f"**{against['call']} against default, last**" in text
         for row in against["ops"]:
             assert f"\n| {row['op']} | {row['calls_first']} | {row['calls_later']} | " in text
         for row in against["batches"]:
             assert f"\n| {row['batch']} | {1000 * row['launch_first']:.1f} | " in text
+
+
+def busy(seconds: float) -> None:
+    end = time.thread_time() + seconds
+    while time.thread_time() < end:
+        pass
+
+
+def test_host_usage_tells_the_calling_threads_work_from_the_process_s(variants):
+    """CPU time spent in the block's own thread counts for both, another thread's for the
+    process alone; fresh memory touched counts as minor faults; the spin is timed on both
+    sides of the block."""
+    with variants.host_usage() as own:
+        busy(0.3)
+    other = threading.Thread(target=busy, args=(0.3,))
+    with variants.host_usage() as beside:
+        other.start()
+        other.join()
+    for host in (own, beside):
+        assert host["spin_ms_before"] > 0 and host["spin_ms_after"] > 0
+        process = host["process"]
+        assert process["user_s"] + process["sys_s"] >= 0.28
+    assert own["thread"]["user_s"] + own["thread"]["sys_s"] >= 0.28
+    assert beside["thread"]["user_s"] + beside["thread"]["sys_s"] < 0.1
+    with variants.host_usage() as touched:
+        pages = bytearray(64 * 2**20)
+        pages[::4096] = b"x" * len(range(0, len(pages), 4096))
+    assert touched["process"]["minor_faults"] >= 16  # 64 MiB in 4 KiB pages or 2 MiB ones
+    assert touched["thread"]["minor_faults"] >= 16
+
+
+def test_the_variants_table_ends_with_the_host_during_each_call(variants):
+    """``measure`` (CUDA only) gives each row its ``host_usage``; the report's tables show
+    it, one line a variant."""
+    with variants.host_usage() as host:
+        busy(0.05)
+    row = {"variant": "default, first call", "wall": 9.5, "before_first": 0.3, "between": 0.2}
+    row |= {"in_batches": 8.8, "after_last": 0.2, "longest_launch": 0.68, "host": host}
+    report = {"device": "H200", "model": "bert-base", "sentences": 134_000, "rows": [row]}
+    text = variants.markdown(report | {"kernel_variants": 0})
+    assert "\n| default, first call | 9.50 | 0.30 | 0.20 | 8.80 | 0.20 | 0.680 |" in text
+    cpu = host["process"]["user_s"] + host["process"]["sys_s"]
+    assert f"\n| default, first call | {cpu:.2f} | " in text.split("The host during")[1]
