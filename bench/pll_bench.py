@@ -69,7 +69,6 @@ from typing import Any
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 PACKAGED_DATA = REPO_ROOT / "pll_harness" / "tasks" / "data"
-MINICONS_METRICS = {"original": "original", "word_l2r": "within_word_l2r"}
 ARCHITECTURES = {
     "bert-base": {
         "vocab_size": 28996,
@@ -598,7 +597,7 @@ def worker_minicons(spec: dict[str, Any]) -> dict[str, Any]:
     torch.set_num_threads(spec["threads"])
     texts = spec["texts"]
     batch = spec["minicons_batch"]
-    metric = MINICONS_METRICS[spec["metric"]]
+    metric = spec["minicons_metric"]
     start = time.perf_counter()
     dtype = getattr(torch, spec.get("dtype", "float32"))
     mlm = mscorer.MaskedLMScorer(spec["model"], device=spec["device"], torch_dtype=dtype)
@@ -762,6 +761,8 @@ def main(argv: list[str] | None = None) -> None:
 
     import torch
 
+    from pll_harness.metrics import METRICS
+
     device = args.device or ("cuda" if torch.cuda.is_available() else "cpu")
     threads = args.threads or torch.get_num_threads()
     dtypes = args.dtypes or (["float32", "bfloat16"] if device.startswith("cuda") else ["float32"])
@@ -803,9 +804,11 @@ def main(argv: list[str] | None = None) -> None:
                 others.append(
                     run_worker(sys.executable, "baseline", spec_baseline, tmp, baseline_code)
                 )
-            if minicons_python and metric in MINICONS_METRICS:
+            minicons_metric = METRICS[metric].minicons
+            if minicons_python and minicons_metric:
                 print(f"minicons {metric} {dtype} ...", flush=True)
                 spec_minicons = {**spec, "minicons_batch": args.minicons_batch}
+                spec_minicons["minicons_metric"] = minicons_metric
                 others.append(run_worker(minicons_python, "minicons", spec_minicons, tmp))
             for other in others:
                 other.setdefault("targets", ours["targets"])

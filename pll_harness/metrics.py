@@ -34,7 +34,8 @@ class Metric:
     (see :mod:`pll_harness.masking`); ``word_level`` metrics need word boundaries, which only
     fast tokenizers give; ``hidden`` says in words what is masked when token t is scored,
     for tables; ``label`` is the paper's name, used in plots and tables; ``source`` is the
-    short form of ``citation``.
+    short form of ``citation``; ``minicons`` is minicons' ``PLL_metric`` for the same
+    masking (None where minicons has none), which its users type and the benchmark passes.
     """
 
     name: str
@@ -45,6 +46,7 @@ class Metric:
     colour: str
     source: str
     citation: str
+    minicons: str | None = None
 
 
 METRICS: dict[str, Metric] = {
@@ -59,6 +61,7 @@ METRICS: dict[str, Metric] = {
             colour="#9e9e9e",
             source="Salazar et al. 2020",
             citation=SALAZAR_2020,
+            minicons="original",
         ),
         Metric(
             name="word_l2r",
@@ -69,6 +72,7 @@ METRICS: dict[str, Metric] = {
             colour="#7b3294",
             source="Kauf & Ivanova 2023",
             citation=KAUF_IVANOVA_2023,
+            minicons="within_word_l2r",
         ),
         Metric(
             name="whole_word",
@@ -106,9 +110,18 @@ def get_metric(name: str) -> Metric:
         return METRICS[name]
     except (KeyError, TypeError):
         raise ValueError(
-            f"Unknown pll_metric {name!r}. Choose one of: {', '.join(PLL_METRICS)} "
-            f"(default {DEFAULT_METRIC!r})."
+            f"Unknown pll_metric {name!r}{minicons_hint(name)}. Choose one of: "
+            f"{', '.join(PLL_METRICS)} (default {DEFAULT_METRIC!r})."
         ) from None
+
+
+def minicons_hint(name: object) -> str:
+    """`` ('within_word_l2r' is minicons' name for 'word_l2r')`` where ``name`` is minicons'
+    name of another metric, else nothing: minicons users carry its names over."""
+    for metric in METRICS.values():
+        if metric.minicons == name != metric.name:
+            return f" ({name!r} is minicons' name for {metric.name!r})"
+    return ""
 
 
 def check_metric(name: str) -> str:

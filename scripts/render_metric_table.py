@@ -17,7 +17,7 @@ from pathlib import Path
 from pll_harness.metrics import DEFAULT_METRIC, METRICS
 
 README = Path(__file__).resolve().parent.parent / "README.md"
-HEADER = "| metric | masked when scoring token t | the paper's name | source |"
+HEADER = "| metric | masked when scoring token t | the paper's name | source | minicons' name |"
 REFERENCES = "## References"
 
 
@@ -25,10 +25,10 @@ def render() -> list[str]:
     """The table's lines, header and rule included."""
     rows = [
         f"| `{m.name}`{' (default)' if m.name == DEFAULT_METRIC else ''} | {m.hidden} | "
-        f"{m.label} | {m.source} |"
+        f"{m.label} | {m.source} | {f'`{m.minicons}`' if m.minicons else 'none'} |"
         for m in METRICS.values()
     ]
-    return [HEADER, "| --- | --- | --- | --- |", *rows]
+    return [HEADER, "| --- | --- | --- | --- | --- |", *rows]
 
 
 def render_references() -> list[str]:

@@ -11,6 +11,7 @@ from conftest import REPO_ROOT
 
 from pll_harness import masking
 from pll_harness.metrics import DEFAULT_METRIC, METRICS, PLL_METRICS, check_metric, get_metric
+from pll_harness.tools.metrics import parse_metrics
 
 
 def test_an_unknown_metric_is_refused_with_the_valid_ones_and_the_default():
@@ -19,6 +20,17 @@ def test_an_unknown_metric_is_refused_with_the_valid_ones_and_the_default():
         check_metric("within_word_l2r")
     with pytest.raises(ValueError, match=f"default {DEFAULT_METRIC!r}"):
         get_metric(None)
+
+
+@pytest.mark.parametrize("tool", [check_metric, parse_metrics])
+def test_minicons_name_of_a_metric_is_refused_with_ours(tool):
+    """A minicons user types its names; the error says which of ours it is, for pll-mlm and
+    the tools alike, and says nothing of the kind for other unknown names."""
+    with pytest.raises(ValueError, match="'within_word_l2r' is minicons' name for 'word_l2r'"):
+        tool("within_word_l2r")
+    with pytest.raises(ValueError) as error:
+        tool("word_l2l")
+    assert "minicons" not in str(error.value)
 
 
 def test_each_entry_plans_with_masking_and_is_told_apart_in_plots():

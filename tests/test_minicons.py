@@ -8,6 +8,7 @@ from typing import Any
 import pytest
 from conftest import TINY_MODELS, TINY_MODELS_DIR, minicons_run
 
+from pll_harness.metrics import METRICS
 from pll_harness.scorer import PLLScorer
 
 TOLERANCE = 1e-4
@@ -15,12 +16,13 @@ SENTENCEPIECE = "tiny-xlmr-unigram"
 # The two shared tiny models and the sentencepiece one: WordPiece, byte-level BPE and
 # Metaspace/Unigram each draw word boundaries differently, which word_l2r depends on.
 MINICONS_MODELS = [*TINY_MODELS, (SENTENCEPIECE, TINY_MODELS_DIR / SENTENCEPIECE)]
+IN_MINICONS = [name for name, metric in METRICS.items() if metric.minicons]
 
 
 @pytest.mark.parametrize(
     ("model_name", "model_dir"), MINICONS_MODELS, ids=[n for n, _ in MINICONS_MODELS]
 )
-@pytest.mark.parametrize("metric", ["original", "word_l2r"])
+@pytest.mark.parametrize("metric", IN_MINICONS)
 def test_sentence_and_token_scores_match_minicons(minicons_scores, model_name, model_dir, metric):
     reference = minicons_run(minicons_scores, model_name, metric)
     assert len(reference) >= 50
@@ -30,6 +32,13 @@ def test_sentence_and_token_scores_match_minicons(minicons_scores, model_name, m
         assert result.logprob == pytest.approx(entry["score"], abs=TOLERANCE), entry["text"]
         theirs = [logprob for _, logprob in entry["tokens"]]
         assert result.token_logprobs == pytest.approx(theirs, abs=TOLERANCE), entry["text"]
+
+
+def test_the_reference_was_scored_with_minicons_name_for_each_metric(minicons_scores):
+    """scripts/minicons_reference.py (minicons' venv, no pll_harness) keeps its own copy of
+    the registry's ``minicons`` names; the scores it wrote say which it used."""
+    used = {(run["metric"], run["minicons_metric"]) for run in minicons_scores["runs"]}
+    assert used == {(name, METRICS[name].minicons) for name in IN_MINICONS}
 
 
 def test_the_two_metrics_disagree_somewhere(minicons_scores):

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from pll_harness.metrics import METRICS, PLL_METRICS
+from pll_harness.metrics import METRICS, PLL_METRICS, minicons_hint
 
 CAUSAL_COLOUR = "#2166ac"
 
@@ -48,6 +48,7 @@ def _known_metric(name: str) -> str:
     if name in METRICS:
         return name
     raise ValueError(
-        f"Unknown pll_metric {name!r} in --metric. Choose one of: 'all' (the default) or "
+        f"Unknown pll_metric {name!r} in --metric{minicons_hint(name)}. Choose one of: 'all' "
+        "(the default) or "
         f"a comma-separated list of {', '.join(PLL_METRICS)}."
     )
