@@ -23,8 +23,9 @@
 #            in one that first holds and frees a pinned host block of each power of two (the
 #            host allocator's); with EAGER=1, ours again with CUDA_MODULE_LOADING=EAGER (every
 #            kernel's module loaded at start-up rather than at its first launch); with
-#            PROFILE=1, ours again with each call under torch's CPU profiler (--host-profile:
-#            the launching thread's ops, a first call's against the last's)
+#            WARM=S, ours again after S seconds of tiny kernels launched one after another;
+#            with PROFILE=1, ours again with each call under torch's CPU profiler
+#            (--host-profile: the launching thread's ops, a first call's against the last's)
 #   lm_eval  `lm_eval --model pll-mlm ... --tasks blimp_pll` end to end, wall time, and where it
 #            goes (bench/lm_eval_phases.py, which runs lm-eval's command line in-process);
 #            twice, the first on a fresh machine paying cold caches, the second as a user's
@@ -260,7 +261,7 @@ attention() {
 variants() {
     local size=() only=() failed=0
     [[ -z ${ALL_N:-} ]] || size=(--n "$ALL_N")
-    [[ -z ${BASELINE:-}${RESERVE:-}${EAGER:-}${PROFILE:-} ]] || only=(--defaults-only)
+    [[ -z ${BASELINE:-}${RESERVE:-}${EAGER:-}${PROFILE:-}${WARM:-} ]] || only=(--defaults-only)
     if [[ -n ${BASELINE:-} ]]; then
         PYTHONPATH="$BASELINE" run variants.log "$PY" bench/score_variants.py "${size[@]}" \
             "${only[@]}" --tag baseline --out-dir "$RESULTS" || return 1
@@ -279,6 +280,12 @@ variants() {
         # thread; EAGER loads all of them as the process starts.
         CUDA_MODULE_LOADING=EAGER run variants.log "$PY" bench/score_variants.py "${size[@]}" \
             "${only[@]}" --tag eager-modules --out-dir "$RESULTS" || failed=1
+    fi
+    if [[ -n ${WARM:-} ]]; then
+        # Tiny kernels launched for WARM seconds first: whether time and launches alone,
+        # with none of the model's work, make the first call as fast as the last.
+        run variants.log "$PY" bench/score_variants.py "${size[@]}" "${only[@]}" \
+            --warm-seconds "$WARM" --tag warm-launches --out-dir "$RESULTS" || failed=1
     fi
     if [[ -n ${PROFILE:-} ]]; then
         # The default's three calls alone, each under torch's CPU profiler: which of the

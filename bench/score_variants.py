@@ -127,6 +127,28 @@ def warm_pinned(torch: Any) -> int:
     return sum(PINNED_SIZES)
 
 
+WARM_BATCH = 1000
+"""Tiny kernels :func:`warm_launches` launches between two waits for the device."""
+
+
+def warm_launches(torch: Any, device: Any, seconds: float) -> int:
+    """Launch one tiny kernel after another for ``seconds``, waiting for the device every
+    WARM_BATCH, and return how many ran.  A first call's slow launches outlast its first
+    meeting with each shape (the second call, on the same texts, was as slow on the H200),
+    and the demo model's training, whose batches share one shape, ran its first 250 steps
+    at 466 k tokens/s against 600-800 k after (bench/README.md): whether time and launches
+    alone, with none of a model's work, make the first call fast is what this tells."""
+    cell = torch.zeros(1, device=device)
+    launched, end = 0, time.perf_counter() + seconds
+    while time.perf_counter() < end:
+        for _ in range(WARM_BATCH):
+            cell.add_(1)
+        if cell.device.type == "cuda":
+            torch.cuda.synchronize(cell.device)
+        launched += WARM_BATCH
+    return launched
+
+
 SPIN_ITERATIONS = 200_000
 """Additions in :func:`spin_ms`'s loop: some 10 ms of pure Python on the 2-core VM."""
 USAGE_FIELDS = {
@@ -498,7 +520,8 @@ def markdown(report: dict[str, Any]) -> str:
         "",
         f"- engine: {report.get('engine', 'pll_harness')}; reserved before the first call: "
         f"{report.get('reserved_bytes', 0) / 2**30:.1f} GiB on the device, "
-        f"{report.get('pinned_bytes', 0) / 2**20:.0f} MiB pinned on the host; CUDA's module "
+        f"{report.get('pinned_bytes', 0) / 2**20:.0f} MiB pinned on the host, "
+        f"{report.get('warm_launches', 0):,d} tiny kernels launched; CUDA's module "
         f"loading: {report.get('cuda_module_loading') or 'the default (lazy)'}",
         f"- model: {report['model']}, bf16, word_l2r, {report['sentences']} sentences; "
         f"kernel variants compiled at the end: {report['kernel_variants']}",
@@ -547,6 +570,13 @@ def main(argv: list[str] | None = None) -> None:
         help="before the first call, hold and free a pinned host block of each power of two",
     )
     parser.add_argument(
+        "--warm-seconds",
+        type=float,
+        default=0.0,
+        metavar="S",
+        help="before the first call, launch tiny kernels one after another for S seconds",
+    )
+    parser.add_argument(
         "--host-profile",
         action="store_true",
         help="the default's three calls alone, each under torch's CPU profiler, compared op by op",
@@ -565,6 +595,7 @@ def main(argv: list[str] | None = None) -> None:
     scorer = pll_bench._load_ours(spec)
     reserved = reserve(scorer, torch) if args.reserve else 0
     pinned = warm_pinned(torch) if args.pin else 0
+    launched = warm_launches(torch, scorer.runner.device, args.warm_seconds)
     warm_up = texts[: pll_bench.WARMUP_SENTENCES]
     if args.host_profile:
         profile_call(scorer, warm_up, torch)  # the profiler's own first-use costs too
@@ -583,6 +614,8 @@ def main(argv: list[str] | None = None) -> None:
         "kernel_variants": pll_bench._kernel_variants(),
         "reserved_bytes": reserved,
         "pinned_bytes": pinned,
+        "warm_launches": launched,
+        "warm_seconds": args.warm_seconds,
         "cuda_module_loading": os.environ.get("CUDA_MODULE_LOADING"),
         "finished_utc": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
         **measured,

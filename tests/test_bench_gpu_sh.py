@@ -87,12 +87,13 @@ def _tags(lines: list[str]) -> list[str]:
 def test_the_variants_step_runs_each_engine_and_warm_up_in_a_process_of_its_own(tmp_path):
     """``BASELINE`` runs the other revision's engine first (its folder first on the path),
     then ours; ``RESERVE=1`` adds the two allocators' warm-ups, ``EAGER=1`` a process with
-    CUDA's module loading eager and ``PROFILE=1`` one with the calls under the CPU profiler,
-    each with a tag of its own so that no result file overwrites another's, and all of them
-    with the defaults alone (the profile's calls are the defaults')."""
+    CUDA's module loading eager, ``WARM=S`` one after S seconds of tiny launches and
+    ``PROFILE=1`` one with the calls under the CPU profiler, each with a tag of its own so
+    that no result file overwrites another's, and all of them with the defaults alone (the
+    profile's calls are the defaults')."""
     python, calls = _recording_python(tmp_path)
-    settings = {"BASELINE": ".baseline", "RESERVE": "1", "EAGER": "1", "PROFILE": "1"}
-    done = _variants(tmp_path, python, settings)
+    settings = {"BASELINE": ".baseline", "RESERVE": "1", "EAGER": "1", "WARM": "20"}
+    done = _variants(tmp_path, python, settings | {"PROFILE": "1"})
     assert done.returncode == 0, done.stdout + done.stderr
     lines = calls.read_text().splitlines()
     settings = [line.split(" bench/score_variants.py ")[0] for line in lines]
@@ -100,12 +101,14 @@ def test_the_variants_step_runs_each_engine_and_warm_up_in_a_process_of_its_own(
         "PYTHONPATH=.baseline CUDA_MODULE_LOADING=",
         *["PYTHONPATH= CUDA_MODULE_LOADING="] * 3,
         "PYTHONPATH= CUDA_MODULE_LOADING=EAGER",
-        "PYTHONPATH= CUDA_MODULE_LOADING=",
+        *["PYTHONPATH= CUDA_MODULE_LOADING="] * 2,
     ]
-    assert all("--defaults-only" in line for line in lines[:5])
-    assert _tags(lines) == ["baseline", "", "reserve", "pinned", "eager-modules", "host-profile"]
+    assert all("--defaults-only" in line for line in lines[:6])
+    tags = ["baseline", "", "reserve", "pinned", "eager-modules", "warm-launches", "host-profile"]
+    assert _tags(lines) == tags
     assert "--reserve" in lines[2] and "--pin" in lines[3]
-    assert [("--host-profile" in line) for line in lines] == [False] * 5 + [True]
+    assert [("--warm-seconds 20" in line) for line in lines] == [False] * 5 + [True, False]
+    assert [("--host-profile" in line) for line in lines] == [False] * 6 + [True]
 
 
 def test_a_failed_host_profile_fails_the_step_after_the_defaults_ran(tmp_path):

@@ -268,3 +268,14 @@ def test_the_variants_table_ends_with_the_host_during_each_call(variants):
     assert "\n| default, first call | 9.50 | 0.30 | 0.20 | 8.80 | 0.20 | 0.680 |" in text
     cpu = host["process"]["user_s"] + host["process"]["sys_s"]
     assert f"\n| default, first call | {cpu:.2f} | " in text.split("The host during")[1]
+
+
+def test_warm_launches_launches_for_the_seconds_given(variants):
+    """Whole rounds of WARM_BATCH tiny kernels until the time is up (on the CPU here; on
+    CUDA each round ends waiting for the device); none for 0 s, the default."""
+    start = time.perf_counter()
+    launched = variants.warm_launches(torch, "cpu", 0.2)
+    took = time.perf_counter() - start
+    assert launched >= variants.WARM_BATCH and launched % variants.WARM_BATCH == 0
+    assert 0.2 <= took < 1.0
+    assert variants.warm_launches(torch, "cpu", 0.0) == 0
