@@ -135,9 +135,9 @@ def warm_launches(torch: Any, device: Any, seconds: float) -> int:
     """Launch one tiny kernel after another for ``seconds``, waiting for the device every
     WARM_BATCH, and return how many ran.  A first call's slow launches outlast its first
     meeting with each shape (the second call, on the same texts, was as slow on the H200),
-    and the demo model's training, whose batches share one shape, ran its first 250 steps
-    at 466 k tokens/s against 600-800 k after (bench/README.md): whether time and launches
-    alone, with none of a model's work, make the first call fast is what this tells."""
+    as the demo model's training was slow for a few hundred steps after one step of each
+    of its shapes (bench/README.md): whether time and launches alone, with none of a
+    model's work, make the first call fast is what this tells."""
     cell = torch.zeros(1, device=device)
     launched, end = 0, time.perf_counter() + seconds
     while time.perf_counter() < end:
