@@ -20,15 +20,22 @@ def check_known(
     known: Sequence[str],
     owner: str,
     aliases: Mapping[str, str] | None = None,
+    notes: Mapping[str, str] | None = None,
 ) -> None:
     """Refuse names of ``given`` that are not ``known``, naming for each the known one it
     most likely means: an entry of ``aliases`` (another tool's name for the same thing,
-    such as transformers' ``torch_dtype``), else the closest spelling."""
+    such as transformers' ``torch_dtype``), else the closest spelling.  A name in
+    ``notes`` (another tool's argument that has no counterpart here) gets its note instead:
+    the closest spelling of such a name is a guess that misleads (``device_map`` is not
+    ``device``, ``add_bos_token`` not ``max_batch_tokens``)."""
     unknown = [name for name in given if name not in known]
     if not unknown:
         return
     hints = []
     for name in unknown:
+        if name in (notes or {}):
+            hints.append(f"{name!r} ({notes[name]})")
+            continue
         meant = (aliases or {}).get(name)
         if meant is None:
             close = difflib.get_close_matches(name, known, n=1)

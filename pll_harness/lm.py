@@ -68,6 +68,39 @@ CPU cores; on a GPU, whose batches are large, all of BLiMP is one chunk."""
 LM_EVAL_DEFAULT_DEVICE = "cuda:0"
 """What lm-eval's command line sends as ``--device`` when the flag is left out."""
 
+_QUANTIZED = "quantized checkpoints are not supported: load the model in Python and pass it"
+_CHAT = "a chat and generation option: a masked LM neither chats nor generates"
+_SPREAD = "parallelize=True loads with device_map='auto' and transformers' default limits"
+HF_MODEL_ARGUMENTS = {
+    "device_map": "use parallelize=True, which loads with device_map='auto'",
+    "token": "the Hub token comes from HF_TOKEN or `hf auth login`",
+    "subfolder": "pass the subfolder's local path as pretrained (hf download a hub model)",
+    "peft": "merge the adapter and save the model, or from Python pass the merged model",
+    "delta": "add the delta and save the model, or from Python pass the model it makes",
+    "backend": "pll-mlm always loads AutoModelForMaskedLM; causal models: --model hf",
+    "truncation": "pll-mlm never truncates: a longer text is scored in windows of max_length",
+    "logits_cache": "nothing to cache: every token is scored on a masked copy of its own",
+    "use_fast_tokenizer": "pll-mlm loads the fast tokenizer, the slow one only where none exists",
+    "add_bos_token": "pll-mlm adds the tokenizer's own special tokens and scores none of them",
+    "prefix_token_id": "an empty context is empty here: no token is put before the text",
+    "softmax_dtype": "log-softmax always runs in float32",
+    "mixed_precision_dtype": "load the weights in bfloat16 or float16 with dtype=",
+    "max_memory_per_gpu": _SPREAD,
+    "max_cpu_memory": _SPREAD,
+    "offload_folder": _SPREAD,
+    "tp_plan": "tensor parallelism is not supported; parallelize=True spreads a large model",
+    "autogptq": _QUANTIZED,
+    "gptqmodel": _QUANTIZED,
+    "gguf_file": _QUANTIZED,
+    "think_end_token": _CHAT,
+    "enable_thinking": _CHAT,
+    "chat_template_args": _CHAT,
+}
+"""lm-eval's ``hf`` model arguments that pll-mlm does not take, with what to do instead:
+a command line carried over from ``--model hf`` is refused with these rather than with the
+closest spelling among pll-mlm's own, which would mislead (``device_map`` is not
+``device``)."""
+
 _TRUE = {"true", "1", "yes"}
 _FALSE = {"false", "0", "no"}
 
@@ -117,7 +150,11 @@ def _check_model_args(args: dict[str, Any]) -> None:
     """Unknown ``--model_args`` keys, a typo above all, stop with the known ones."""
     known = [name for name in inspect.signature(PLLMaskedLM.__init__).parameters if name != "self"]
     check_known(
-        args, known, "pll-mlm (--model_args; README: 'Model arguments')", TRANSFORMERS_ALIASES
+        args,
+        known,
+        "pll-mlm (--model_args; README: 'Model arguments')",
+        TRANSFORMERS_ALIASES,
+        HF_MODEL_ARGUMENTS,
     )
 
 

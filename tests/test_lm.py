@@ -426,6 +426,27 @@ def test_an_unknown_model_arg_names_the_known_ones(tiny_bert_dir):
         PLLMaskedLM.create_from_arg_string(f"pretrained={tiny_bert_dir},pll_metrc=original")
 
 
+@pytest.mark.parametrize(
+    ("argument", "advice"),
+    [
+        ("device_map=auto", "'device_map' (use parallelize=True"),
+        ("add_bos_token=True", "'add_bos_token' (pll-mlm adds the tokenizer's own special"),
+        ("use_fast_tokenizer=False", "'use_fast_tokenizer' (pll-mlm loads the fast tokenizer"),
+        ("truncation=True", "'truncation' (pll-mlm never truncates"),
+        ("peft=adapter", "'peft' (merge the adapter"),
+        ("token=hf_abc", "'token' (the Hub token comes from HF_TOKEN"),
+    ],
+)
+def test_an_hf_model_arg_says_what_to_do_instead(tiny_bert_dir, argument, advice):
+    """A command line carried over from ``--model hf``: the closest spelling among
+    pll-mlm's own arguments (device_map: device, add_bos_token: max_batch_tokens) would
+    send the user to the wrong one."""
+    with pytest.raises(ValueError) as refused:
+        PLLMaskedLM.create_from_arg_string(f"pretrained={tiny_bert_dir},{argument}")
+    assert advice in str(refused.value)
+    assert "did you mean" not in str(refused.value)
+
+
 def test_a_named_cuda_device_without_cuda_is_a_warning(monkeypatch, tiny_bert_dir, caplog):
     import logging
 
