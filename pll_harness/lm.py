@@ -158,6 +158,21 @@ def _check_model_args(args: dict[str, Any]) -> None:
     )
 
 
+def _refuse_loading_arguments(**given: Any) -> None:
+    """With a loaded model and tokenizer, refuse the arguments that apply only as pll-mlm
+    loads them (``given``: None or False when left out or at its default, ``main`` and
+    ``auto`` included).  Ignored, ``dtype=bfloat16`` would leave a float32 model scoring in
+    float32 while the user believes otherwise."""
+    named = [f"{name}={value!r}" for name, value in given.items() if value not in (None, False)]
+    if named:
+        raise ValueError(
+            f"pll-mlm applies {', '.join(named)} only as it loads the model and tokenizer "
+            "from a name or folder; with loaded ones, pass such settings to their "
+            "from_pretrained (dtype, revision, trust_remote_code, attn_implementation, "
+            "device_map; the tokenizer's add_prefix_space) and leave them out here."
+        )
+
+
 def _refuse_context_on_verbatim_tasks(requests: list[Any], group: ProcessGroup | None) -> None:
     """The packaged tasks (and any made from their templates) score sentences as written;
     a context in front of them comes from lm-eval's ``--system_instruction`` or from the
@@ -274,11 +289,14 @@ class PLLMaskedLM(LM):
                 else:
                     if tokenizer is None or isinstance(tokenizer, str):
                         raise ValueError("Pass the tokenizer object along with a loaded model.")
-                    if add_prefix_space is not None:
-                        raise ValueError(
-                            "add_prefix_space applies when pll-mlm loads the tokenizer; with "
-                            "a tokenizer object, load it with add_prefix_space instead."
-                        )
+                    _refuse_loading_arguments(
+                        revision=None if revision in ("", "main") else revision,
+                        trust_remote_code=_as_bool("trust_remote_code", trust_remote_code),
+                        dtype=None if dtype == "auto" else dtype,
+                        attn_implementation=attn_implementation,
+                        parallelize=parallelize,
+                        add_prefix_space=add_prefix_space,
+                    )
                     model, tok = pretrained, tokenizer
                 self.scorer = PLLScorer(
                     model,

@@ -172,6 +172,26 @@ def test_a_loaded_model_takes_a_loaded_tokenizer(model_dir):
     )
 
 
+def test_a_loaded_model_refuses_the_arguments_that_only_loading_applies(tiny_bert_dir):
+    """dtype, revision, ... change nothing once the model is loaded: taken silently,
+    dtype=bfloat16 would leave the user believing a float32 model scored in bfloat16."""
+    model = AutoModelForMaskedLM.from_pretrained(tiny_bert_dir)
+    tokenizer = AutoTokenizer.from_pretrained(tiny_bert_dir)
+    for given in (
+        {"dtype": "bfloat16"},
+        {"revision": "v2"},
+        {"trust_remote_code": "True"},
+        {"attn_implementation": "eager"},
+        {"parallelize": True},
+    ):
+        (name,) = given
+        with pytest.raises(ValueError, match=rf"applies {name}=.* only as it loads"):
+            PLLMaskedLM(pretrained=model, tokenizer=tokenizer, device="cpu", **given)
+    loaded = {"dtype": "auto", "revision": "main", "trust_remote_code": False}
+    lm = PLLMaskedLM(pretrained=model, tokenizer=tokenizer, device="cpu", **loaded)
+    assert lm.get_model_info()["model_dtype"] == "torch.float32"
+
+
 def test_causal_lm_is_refused_with_advice(tmp_path, tiny_bert_dir):
     GPT2LMHeadModel(GPT2Config(n_layer=1, n_embd=16, n_head=2, vocab_size=50)).save_pretrained(
         tmp_path
@@ -522,7 +542,7 @@ def test_add_prefix_space_scores_the_first_word_as_the_others(tiny_roberta_dir, 
 def test_add_prefix_space_is_refused_with_a_tokenizer_object(tiny_roberta_dir):
     model = AutoModelForMaskedLM.from_pretrained(tiny_roberta_dir)
     tokenizer = AutoTokenizer.from_pretrained(tiny_roberta_dir)
-    with pytest.raises(ValueError, match="load it with add_prefix_space"):
+    with pytest.raises(ValueError, match="add_prefix_space=True only as it loads"):
         PLLMaskedLM(pretrained=model, tokenizer=tokenizer, add_prefix_space=True)
     with pytest.raises(ValueError, match="add_prefix_space='maybe' is not a boolean"):
         PLLMaskedLM(pretrained=tiny_roberta_dir, add_prefix_space="maybe")
