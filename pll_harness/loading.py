@@ -282,8 +282,14 @@ def refuse_untrained_weights(name: str, missing: Iterable[str]) -> None:
 
 
 def _looks_like_a_path(name: str) -> bool:
-    """Hub ids are ``name`` or ``owner/name``; anything else can only be a local path."""
-    return name.startswith(("/", ".", "~")) or "\\" in name or name.count("/") > 1
+    """Hub ids are ``name`` or ``owner/name``; anything else can only be a local path, a
+    name that ends in a slash (as a shell's completion writes a folder) included."""
+    return (
+        name.startswith(("/", ".", "~"))
+        or name.endswith("/")
+        or "\\" in name
+        or name.count("/") > 1
+    )
 
 
 def check_model_source(

@@ -81,7 +81,9 @@ def test_max_length_accounts_for_roberta_position_offset(tiny_bert_dir, tiny_rob
         assert loading.model_max_length(model, tokenizer) == 20
 
 
-@pytest.mark.parametrize("name", ["./no/such/folder", "/no/such/folder", "~/no/such/folder"])
+@pytest.mark.parametrize(
+    "name", ["./no/such/folder", "/no/such/folder", "~/no/such/folder", "my_model/"]
+)
 def test_a_missing_folder_is_named_plainly(name):
     with pytest.raises(ValueError, match=r"no such folder\. .*a masked LM") as error:
         loading.load_masked_lm(name, device="cpu")
