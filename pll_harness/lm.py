@@ -324,6 +324,7 @@ class PLLMaskedLM(LM):
             revision=self._revision,
             device=self.device,
             add_prefix_space=add_prefix_space,
+            tokenizer=self.scorer.tokenizer.name_or_path,
         )
         self._model_label = (
             None

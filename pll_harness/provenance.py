@@ -103,6 +103,7 @@ def model_info(
     revision: str | None = None,
     device: torch.device | str | None = None,
     add_prefix_space: bool | None = None,
+    tokenizer: str | None = None,
 ) -> dict[str, Any]:
     """The entries lm-eval adds to a results file's ``config``.
 
@@ -116,7 +117,10 @@ def model_info(
     came from (None for a hub model, whose ``model_sha`` says it): a local folder, or the
     packaged ``pll-demo``, has no commit, and a later model saved under the same name is
     told apart by it.  ``pll_add_prefix_space`` is the tokenizer option as asked (None:
-    the tokenizer's own), which changes a byte-level BPE model's scores.  Key names follow
+    the tokenizer's own), which changes a byte-level BPE model's scores.  ``tokenizer`` is
+    the name or folder the tokenizer was loaded from (``model_tokenizer``, as
+    :func:`model_identity` gives it): another than the checkpoint's changes every score,
+    and a model passed in as an object leaves no ``model_args`` to say so.  Key names follow
     lm-eval's own HF model (``model_dtype``, ``model_revision``, ``model_sha``,
     ``model_num_parameters``) where they mean the same thing.
     """
@@ -128,6 +132,7 @@ def model_info(
         "pll_add_prefix_space": add_prefix_space,
         "pll_harness_version": pll_harness.__version__,
         "model_checkpoint": model_identity(name) if name else None,
+        "model_tokenizer": model_identity(tokenizer) if tokenizer else None,
         "model_architecture": type(model).__name__,
         "model_revision": revision,
         "model_sha": checkpoint_commit(name, revision),

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import huggingface_hub.constants
 import pytest
-from transformers import AutoModelForMaskedLM
+from transformers import AutoModelForMaskedLM, AutoTokenizer
 
 import pll_harness
 from pll_harness import PLLMaskedLM
@@ -84,6 +84,18 @@ def test_model_info_of_a_model_object(tiny_roberta_dir):
     assert info["model_sha"] is None
 
 
+def test_model_info_names_the_tokenizer_of_a_model_object(tiny_bert_dir, tmp_path):
+    """A model passed to lm-eval as an object leaves no model_args in the results file:
+    the tokenizer, which changes every score, must be named there all the same."""
+    model = AutoModelForMaskedLM.from_pretrained(tiny_bert_dir)
+    shutil.copytree(tiny_bert_dir, tmp_path / "tokenizer")
+    tokenizer = AutoTokenizer.from_pretrained(tmp_path / "tokenizer")
+    lm = PLLMaskedLM(pretrained=model, tokenizer=tokenizer, device="cpu")
+    assert lm.get_model_info()["model_tokenizer"] == str(tmp_path / "tokenizer")
+    by_name = PLLMaskedLM(pretrained="pll-demo", device="cpu")
+    assert by_name.get_model_info()["model_tokenizer"] == "pll-demo"
+
+
 def test_a_folder_is_recorded_as_its_absolute_path(tiny_bert_dir, monkeypatch):
     folder = Path(tiny_bert_dir)
     monkeypatch.chdir(folder.parent)
@@ -107,6 +119,7 @@ def test_get_model_info(tiny_bert_dir):
         "pll_add_prefix_space": None,
         "pll_harness_version": pll_harness.__version__,
         "model_checkpoint": tiny_bert_dir,
+        "model_tokenizer": tiny_bert_dir,
         "model_architecture": "BertForMaskedLM",
         "model_revision": None,
         "model_sha": None,
