@@ -357,6 +357,20 @@ def test_an_interrupted_diagnosis_resumes_to_the_same_files(
     assert scored_again == math.ceil((len(whole.words) - (2 if table == "words.csv" else 0)) / 2)
 
 
+def test_a_sentence_table_saved_with_a_byte_order_mark_resumes(tiny_bert_dir, tmp_path):
+    """A sentences.csv that a spreadsheet saved again starts with a byte-order mark, which
+    the resume reads past; the table read back after scoring must read past it too (it
+    stopped the run with a KeyError on ``id``)."""
+    data = tmp_path / "s.txt"
+    data.write_text("A cat sat on the mat.\nShe is a nurse.\n")
+    settings = {"metrics": "original", "chunk_size": 1}
+    whole = diagnose(tiny_bert_dir, str(data), tmp_path / "whole", **settings)
+    table = tmp_path / "whole" / "sentences.csv"
+    table.write_bytes("\ufeff".encode() + table.read_bytes())
+    resumed = diagnose(tiny_bert_dir, str(data), tmp_path / "whole", **settings)
+    assert resumed.sentences == whole.sentences and resumed.words == whole.words
+
+
 def test_an_overwrite_stopped_early_leaves_nothing_of_the_earlier_run_and_resumes(
     tiny_bert_dir, tiny_roberta_dir, tmp_path, monkeypatch
 ):

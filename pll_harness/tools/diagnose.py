@@ -188,7 +188,9 @@ def _sentence_rows(
         started=started,
     )
     lift_csv_field_limit()
-    with open(path, encoding="utf-8", newline="") as handle:
+    # utf-8-sig: a table saved again by a spreadsheet starts with a byte-order mark, which
+    # score_file reads past when it resumes; read as utf-8, it hid the ``id`` column.
+    with open(path, encoding="utf-8-sig", newline="") as handle:
         rows = {row["id"]: typed_row(row) for row in csv.DictReader(handle)}
     return [rows[sentence.id] for sentence in sentences]
 
