@@ -640,8 +640,10 @@ def _os_error_text(error: OSError, args: argparse.Namespace) -> str:
     resume = _how_to_resume(args)
     if error.errno not in OUT_OF_ROOM or not resume:
         return str(error)
+    # The error names no file: with --tokens, the token file may be the one that failed.
+    files = " or ".join(filter(None, (_written(args), getattr(args, "token_output", None))))
     return (
-        f"{error.strerror} while writing {_written(args)}: what was written before is kept; "
+        f"{error.strerror} while writing {files}: what was written before is kept; "
         f"make room (or raise the file size limit) and {resume}"
     )
 

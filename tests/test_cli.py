@@ -183,3 +183,5 @@ def test_a_full_disk_names_the_output_and_says_the_run_resumes(tmp_path, monkeyp
         "written before is kept; make room (or raise the file size limit) and re-run the same "
         "command to resume\n"
     )
+    assert main(["score", "-m", "m", str(data), "-o", "out.csv", "--tokens", "t.csv"]) == 1
+    assert "while writing out.csv or t.csv: " in capsys.readouterr().err
