@@ -29,6 +29,8 @@ def lock(handle: BinaryIO, path: Path, other_writer: str) -> None:
 
     The lock (``flock``) belongs to the open file, so the system releases it when the
     file is closed or the process ends, however it ends: no stale lock after SIGKILL.
+    A file system that offers no lock (some network mounts answer ENOLCK) is refused with
+    what to do: written unlocked, two writers would interleave their records.
     """
     if fcntl is None:
         return
@@ -38,6 +40,12 @@ def lock(handle: BinaryIO, path: Path, other_writer: str) -> None:
         raise ValueError(
             f"{path} is being written by another writer ({other_writer}?). Wait for it to "
             "finish, or write to another file."
+        ) from None
+    except OSError as error:
+        raise ValueError(
+            f"{path} cannot be locked ({error.strerror}): its file system (a network mount?) "
+            "offers no lock by which a second writer of the file would be refused. Write it "
+            "to a local disk, and copy it where it belongs once the run is done."
         ) from None
 
 

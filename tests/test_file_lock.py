@@ -47,6 +47,21 @@ def test_a_file_system_without_flock_leaves_every_user_alone(tmp_path, monkeypat
         share(handle)
 
 
+def test_a_file_system_without_flock_refuses_a_writer_with_what_to_do(tmp_path, monkeypatch):
+    """An output on a mount that answers flock with ENOLCK stopped the run with a bare
+    "[Errno 37] No locks available", which says neither which file nor what to do."""
+    import errno
+    import fcntl
+
+    def unsupported(*_args):
+        raise OSError(errno.ENOLCK, "No locks available")
+
+    monkeypatch.setattr(fcntl, "flock", unsupported)
+    path = tmp_path / "out.csv"
+    with open(path, "ab") as handle, pytest.raises(ValueError, match=r"cannot be locked .*local"):
+        lock(handle, path, "another writer")
+
+
 def test_two_names_one_of_which_does_not_exist_yet_are_two_files(tmp_path):
     """A resumed ``score -o scores.csv --tokens tokens.csv`` whose token file is new: the
     output exists and the token file does not yet, and the check that they differ must say
