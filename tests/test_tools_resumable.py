@@ -477,3 +477,20 @@ def test_a_folder_this_process_cannot_write_in_is_refused_on_opening(tmp_path, m
     monkeypatch.setattr(os, "access", lambda path, mode: not mode & os.W_OK)
     with pytest.raises(PermissionError):
         check_creatable(tmp_path / "out.csv")
+
+
+@pytest.mark.parametrize("how", ["removed", "replaced"])
+def test_a_file_removed_or_replaced_under_a_run_stops_it(tmp_path, how):
+    """A run held its file open and went on writing into it after ``rm`` or ``sed -i``
+    (which writes a new file under the name): every later record was lost, and the run
+    said it had written them."""
+    path = tmp_path / "out.csv"
+    record_file = RecordFile(path, "csv", COLUMNS, ("id",))
+    record_file.start()
+    record_file.append([{"id": "0", "text": "a", "score": -1.0}])
+    path.unlink()
+    if how == "replaced":
+        path.write_bytes(b"id,text,score\r\n")
+    with pytest.raises(ValueError, match="removed or replaced"):
+        record_file.append([{"id": "1", "text": "b", "score": -2.0}])
+    record_file.close()

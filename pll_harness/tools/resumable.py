@@ -115,6 +115,8 @@ class RecordFile:
         numeric: Sequence[str] = (),
     ) -> None:
         self.path, self.fmt, self.columns = path, fmt, list(columns)
+        self._name = path.absolute()
+        """The file's name for :meth:`_check_in_place`, whatever the working folder is then."""
         self.numeric = tuple(numeric)
         self.key, self.nested = tuple(key), tuple(nested)
         self.fixed = dict(fixed or {})
@@ -260,10 +262,29 @@ class RecordFile:
 
     def _append(self, text: str) -> None:
         assert self.handle is not None, "append after start()"
+        self._check_in_place()
         self.handle.seek(0, os.SEEK_END)
         self.handle.write(text.encode(ENCODING, ERRORS))
         self.handle.flush()
         os.fsync(self.handle.fileno())
+
+    def _check_in_place(self) -> None:
+        """Stop when the file this run holds no longer has its name: removed, or replaced
+        by another file (``sed -i``, an editor's save).  Written on, the records would go to
+        a file that no one can read, and the run would report them written; and a run
+        started on the name meanwhile writes the other file, unrefused."""
+        assert self.handle is not None
+        held = os.fstat(self.handle.fileno())
+        try:
+            named = os.stat(self._name)
+        except FileNotFoundError:
+            named = None
+        if named is None or (named.st_dev, named.st_ino) != (held.st_dev, held.st_ino):
+            raise ValueError(
+                f"{self.path} was removed or replaced by another file while this run wrote "
+                "it, so what it would write now would be lost. Re-run the command to resume "
+                "the file that has that name now (or to start it anew if there is none)."
+            )
 
     def _read_back(self) -> list[dict[str, Any]]:
         """The whole records; where a cut-short one follows them, :meth:`start` drops it."""
