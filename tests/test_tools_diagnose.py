@@ -192,6 +192,26 @@ def test_report_and_files(diagnosis, tmp_path):
     )
 
 
+@pytest.mark.parametrize("tables", [True, False])
+def test_tables_a_run_is_writing_are_refused(diagnosis, tmp_path, tables):
+    """write_outputs emptied and wrote sentences.csv under a diagnose run that held it,
+    whose later chunks then went on after its rows: two writers of one file.  Without
+    the tables (a diagnosis that wrote them as it went), its report would have gone beside
+    the tables of the run now writing them (another model's, with --overwrite)."""
+    from pll_harness.tools.resumable import RecordFile
+
+    folder = tmp_path / "diag"
+    folder.mkdir()
+    table = folder / "sentences.csv"
+    table.write_bytes(b"id,text\r\n0,A cat sat.\r\n")
+    running = RecordFile(table, "csv", ["id", "text"], ("id",))  # holds its lock
+    with pytest.raises(ValueError, match="being written by another writer"):
+        write_outputs(diagnosis, folder, tables=tables)
+    running.close()
+    assert table.read_bytes() == b"id,text\r\n0,A cat sat.\r\n"
+    assert not (folder / "report.md").exists()
+
+
 def test_the_best_metric_is_bold_at_the_precision_shown():
     """Two metrics that show the same r are both best, as in ``compare``; the causal model
     is not a candidate."""

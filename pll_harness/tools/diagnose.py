@@ -22,12 +22,13 @@ import csv
 import math
 import os
 from collections.abc import Callable, Iterator, Sequence
-from contextlib import contextmanager
+from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
 from pll_harness.file_formats import lift_csv_field_limit
+from pll_harness.file_lock import lock
 from pll_harness.tools.causal import CausalScorer
 from pll_harness.tools.interrupts import InterruptGuard
 from pll_harness.tools.metrics import metric_colour, metric_label, parse_metrics
@@ -44,7 +45,7 @@ from pll_harness.tools.records import (
     scoring_models,
     typed_row,
 )
-from pll_harness.tools.resumable import RecordFile, check_creatable
+from pll_harness.tools.resumable import RecordFile, check_creatable, csv_text
 from pll_harness.tools.score import (
     default_chunk_size,
     score_file,
@@ -605,23 +606,32 @@ def write_outputs(diag: Diagnosis, output_dir: str | Path, tables: bool = True) 
     report's path."""
     out = Path(output_dir)
     out.mkdir(parents=True, exist_ok=True)
-    images = {
-        "length": save_figure(plot_length(diag), out / PLOTS["length"]).name,
-        "frequency": save_figure(plot_frequency(diag), out / PLOTS["frequency"]).name,
-    }
-    if diag.causal:
-        images["causal"] = save_figure(plot_causal(diag), out / PLOTS["causal"]).name
-    else:  # an earlier run's, with another model (--overwrite): not this report's
-        (out / PLOTS["causal"]).unlink(missing_ok=True)
     written = {"sentences": diag.sentences, "words": diag.words} if tables else {}
-    for table, rows in written.items():
-        with open(out / TABLES[table], "w", encoding="utf-8", newline="") as handle:
+    with ExitStack() as held:
+        # The tables are locked before anything is written, and until the report is: a
+        # diagnose run that writes the folder holds them, and emptied under it they would
+        # get its later chunks after ours; and a run that starts on the folder meanwhile
+        # (--overwrite, another model) would get this report beside its tables.
+        handles: dict[str, BinaryIO] = {}
+        for table, name in TABLES.items():
+            path = out / name
+            if table in written or path.exists():
+                handles[table] = held.enter_context(open(path, "ab"))
+                lock(handles[table], path, "a diagnose run with this output folder")
+        images = {
+            "length": save_figure(plot_length(diag), out / PLOTS["length"]).name,
+            "frequency": save_figure(plot_frequency(diag), out / PLOTS["frequency"]).name,
+        }
+        if diag.causal:
+            images["causal"] = save_figure(plot_causal(diag), out / PLOTS["causal"]).name
+        else:  # an earlier run's, with another model (--overwrite): not this report's
+            (out / PLOTS["causal"]).unlink(missing_ok=True)
+        for table, rows in written.items():
+            handles[table].truncate(0)
             if rows:
-                writer = csv.DictWriter(handle, list(rows[0]))
-                writer.writeheader()
-                writer.writerows(rows)
-    report = out / REPORT
-    report.write_text(report_markdown(diag, images), encoding="utf-8")
+                handles[table].write(csv_text(list(rows[0]), rows, header=True).encode())
+        report = out / REPORT
+        report.write_text(report_markdown(diag, images), encoding="utf-8")
     return report
 
 
