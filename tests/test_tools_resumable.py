@@ -494,3 +494,14 @@ def test_a_file_removed_or_replaced_under_a_run_stops_it(tmp_path, how):
     with pytest.raises(ValueError, match="removed or replaced"):
         record_file.append([{"id": "1", "text": "b", "score": -2.0}])
     record_file.close()
+
+
+def test_a_jsonl_key_held_as_a_number_and_as_text_is_a_duplicate(tmp_path):
+    """The tools match records by ``str(id)``: ``0`` beside ``"0"`` was taken for two
+    records, and the file, holding two scores of one sentence, for a finished one."""
+    path = tmp_path / "out.jsonl"
+    path.write_text(
+        jsonl_text([{"id": "0", "text": "a", "score": -1.0}, {"id": 0, "text": "a", "score": -2.0}])
+    )
+    with pytest.raises(DamagedOutput, match="twice"):
+        RecordFile(path, "jsonl", COLUMNS, ("id",))

@@ -303,9 +303,11 @@ class RecordFile:
         sizes = [len(text[a:b].encode(ENCODING, ERRORS)) for a, b in itertools.pairwise(ends)]
         self._header_bytes = bom + len(text[: ends[0]].encode(ENCODING, ERRORS))
         self._record_ends = list(itertools.accumulate(sizes, initial=self._header_bytes))[1:]
-        seen: set[tuple[Any, ...]] = set()
+        seen: set[tuple[str, ...]] = set()
         for record in records:
-            key = tuple(record[k] for k in self.key)
+            # As text: the tools match records by str(id), so a JSONL id edited into the
+            # number 0 beside the string "0" is the same sentence, held twice.
+            key = tuple(str(record[k]) for k in self.key)
             if key in seen:
                 raise DamagedOutput(
                     f"{self.path} holds {'/'.join(self.key)} {'/'.join(map(str, key))} twice "
