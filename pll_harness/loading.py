@@ -28,19 +28,45 @@ DTYPES: dict[str, torch.dtype | str] = {
 }
 
 
+MODEL_FILES = ("config.json", "tokenizer_config.json")
+"""A local folder named ``pll-demo`` with one of these holds a model or a tokenizer, and wins
+over the packaged model; any other (lm-eval's ``--output_path .`` writes its results into a
+folder named after the model) is passed over."""
+
+
+def _local_demo_folder(name: str) -> bool:
+    """Whether ``name`` is ``pll-demo`` and names a local folder that holds a model or a
+    tokenizer, which then stands for it rather than the packaged model."""
+    folder = Path(name)
+    return (
+        name == DEMO_MODEL_NAME
+        and folder.is_dir()
+        and any((folder / file).is_file() for file in MODEL_FILES)
+    )
+
+
 def resolve_pretrained(name: str) -> str:
     """Map ``pll-demo`` to the small model shipped inside the package.
 
-    A local folder called ``pll-demo`` wins (as any local folder wins over a hub name in
-    transformers), with a warning so that nobody mistakes it for the packaged model.
+    A local folder called ``pll-demo`` that holds a model or a tokenizer wins (as any local
+    folder wins over a hub name in transformers), with a warning so that nobody mistakes it
+    for the packaged model; one that holds neither, lm-eval's results of an earlier run
+    among them, is passed over with a warning.
     """
     if name != DEMO_MODEL_NAME:
         return name
-    if Path(name).is_dir():
+    if _local_demo_folder(name):
         logger.warning(
             "Using the local folder ./%s, not the demo model packaged with pll_harness.", name
         )
         return name
+    if Path(name).is_dir():
+        logger.warning(
+            "The local folder ./%s holds no model (no %s; lm-eval's results of an earlier run?): "
+            "using the demo model packaged with pll_harness.",
+            name,
+            " or ".join(MODEL_FILES),
+        )
     if not (DEMO_MODEL_DIR / "config.json").is_file():
         raise ValueError(f"The demo model is missing from this installation ({DEMO_MODEL_DIR}).")
     return str(DEMO_MODEL_DIR)
@@ -50,9 +76,12 @@ def model_identity(name: str) -> str:
     """The model a name stands for, as records of it compare: a local folder as its
     absolute path (however it was written: relative, with a trailing slash), but the
     packaged demo model's folder as ``pll-demo`` (its name, whichever way it was given, and
-    no path of this machine's); anything else (a hub name, ``pll-demo``) as given."""
+    no path of this machine's); anything else (a hub name, ``pll-demo`` where no local
+    folder of a model stands for it, :func:`resolve_pretrained`) as given."""
     if not name or not Path(name).is_dir():
         return name
+    if name == DEMO_MODEL_NAME and not _local_demo_folder(name):
+        return DEMO_MODEL_NAME
     folder = Path(name).resolve()
     return DEMO_MODEL_NAME if folder == DEMO_MODEL_DIR.resolve() else str(folder)
 

@@ -25,12 +25,27 @@ def test_demo_name_resolves_to_the_packaged_model(tmp_path, monkeypatch):
     assert loading.resolve_pretrained("pll-demo") == str(tmp_path / "pll-demo")
 
 
-def test_a_local_demo_folder_wins_with_a_warning(tmp_path, monkeypatch, caplog):
+@pytest.mark.parametrize("file", loading.MODEL_FILES)
+def test_a_local_demo_folder_wins_with_a_warning(tmp_path, monkeypatch, caplog, file):
     monkeypatch.chdir(tmp_path)
     (tmp_path / "pll-demo").mkdir()
+    (tmp_path / "pll-demo" / file).write_text("{}")
     with caplog.at_level(logging.WARNING):
         assert loading.resolve_pretrained("pll-demo") == "pll-demo"
     assert "not the demo model" in caplog.text
+    assert loading.model_identity("pll-demo") == str(tmp_path / "pll-demo")
+
+
+def test_a_local_demo_folder_without_a_model_is_passed_over(tmp_path, monkeypatch, caplog):
+    """``lm_eval --model_args pretrained=pll-demo --output_path .`` writes its results into
+    ./pll-demo; the next run in that folder took it for the model and failed on it."""
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "pll-demo").mkdir()
+    (tmp_path / "pll-demo" / "results_2026-11-27T22-00-00.json").write_text("{}")
+    with caplog.at_level(logging.WARNING):
+        assert loading.resolve_pretrained("pll-demo") == str(loading.DEMO_MODEL_DIR)
+    assert "holds no model" in caplog.text
+    assert loading.model_identity("pll-demo") == "pll-demo"
 
 
 def test_missing_demo_model_is_reported(tmp_path, monkeypatch):
