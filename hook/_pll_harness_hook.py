@@ -144,7 +144,8 @@ def _warn_unknown_template(path: "Path") -> None:
     known = ", ".join(sorted(p.name for p in path.parent.glob("*.yaml")))
     logging.getLogger("lm_eval.pll_harness.hook").warning(
         "include: %s%s names no template of pll_harness (they are: %s); a task that "
-        "includes it is not loaded, and lm-eval reports it as not found.",
+        "includes it is not loaded: lm-eval reports it as not found, or, where --tasks "
+        "names the YAML file by its path, stops with a FileNotFoundError.",
         TEMPLATE_PREFIX,
         path.name,
         known,

@@ -793,7 +793,8 @@ def _max_length(model: torch.nn.Module, tokenizer: Any, asked: int | None) -> in
     if asked > ceiling:
         raise ValueError(
             f"max_length={asked} exceeds what this model accepts ({ceiling} tokens, "
-            f"special tokens included). Use max_length<={ceiling}."
+            f"special tokens included). Use max_length<={ceiling} (--max-length in "
+            "pll-harness)."
         )
     logger.warning(
         "max_length=%d is longer than the %d tokens that the tokenizer declares "
