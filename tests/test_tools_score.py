@@ -383,30 +383,6 @@ def test_a_run_stopped_between_its_two_writes_resumes_beside_rescored_sentences(
     assert len(list(csv.DictReader(tokens.open()))) == sum(int(r["n_tokens"]) for r in rows)
 
 
-def test_token_rows_cut_short_for_a_written_sentence_are_scored_again(
-    tmp_path, tiny_bert_dir, bert_scorers
-):
-    """--tokens added on a resume writes the token rows of sentences the output already
-    holds; a full disk (or a kill) that cut that write short left the first rows of a
-    written sentence last in the token file, which every later resume refused, with
-    --overwrite (losing the finished output) as the way out."""
-    out, tokens = tmp_path / "s.csv", tmp_path / "t.csv"
-    score_file(_sentences(), tiny_bert_dir, out, scorers=bert_scorers, progress=False)
-    finished = out.read_bytes()
-    args = {"token_output": tokens, "scorers": bert_scorers, "progress": False}
-    score_file(_sentences(), tiny_bert_dir, out, **args)
-    lines = tokens.read_bytes().splitlines(keepends=True)
-    first_of_3 = next(i for i, line in enumerate(lines) if line.startswith(b"3,"))
-    for cut in (first_of_3 + 1, first_of_3 + 2):
-        tokens.write_bytes(b"".join(lines[:cut]))  # the write stopped there
-        assert score_file(_sentences(), tiny_bert_dir, out, **args) == 1
-        assert out.read_bytes() == finished
-        resumed = tokens.read_bytes().splitlines()
-        assert [line.split(b",")[:2] for line in resumed] == [
-            line.split(b",")[:2] for line in lines
-        ]
-
-
 def test_a_token_file_of_another_output_is_refused_untouched(tmp_path, tiny_bert_dir, bert_scorers):
     """Another output file beside a token file that already holds rows: the rows were cut
     off as a stopped run's, and that output lost its token rows for good.  Stray rows

@@ -193,7 +193,6 @@ class _Output:
         kept = len(rows)
         while kept and rows[kept - 1]["id"] not in n_tokens:
             kept -= 1
-        kept = self._without_cut_sentence(rows, kept, n_tokens)
         stray = next((r["id"] for r in rows[:kept] if r["id"] not in n_tokens), None)
         if stray is not None or (kept < len(rows) and self.main.handle is None):
             raise DamagedOutput(
@@ -217,27 +216,6 @@ class _Output:
         self._check_token_sums(rows[:kept])
         if kept < len(rows):
             self.tokens.keep_first(kept)
-
-    @staticmethod
-    def _without_cut_sentence(
-        rows: list[dict[str, Any]], kept: int, n_tokens: dict[str, str]
-    ) -> int:
-        """``kept`` less the last sentence's token rows when they are the first of its
-        rows only, and it has none before them: a write of the token rows of sentences
-        scored again for them (those the main file already holds), cut short by a full
-        disk or a kill, left them so.  That sentence is then one without token rows,
-        scored again; kept, its rows would stop every resume of the output."""
-        if not kept:
-            return kept
-        ident = rows[kept - 1]["id"]
-        start = kept
-        while start and rows[start - 1]["id"] == ident:
-            start -= 1
-        count = n_tokens[ident]
-        found = [row["token_index"] for row in rows[start:kept]]
-        first_only = count.isdigit() and found == [str(i) for i in range(len(found))]
-        alone = all(row["id"] != ident for row in rows[:start])
-        return start if first_only and len(found) < int(count) and alone else kept
 
     def _check_token_sums(self, rows: list[dict[str, Any]]) -> None:
         """Each sentence's token rows must add up to its score under every metric: the
