@@ -383,6 +383,35 @@ def test_a_run_stopped_between_its_two_writes_resumes_beside_rescored_sentences(
     assert len(list(csv.DictReader(tokens.open()))) == sum(int(r["n_tokens"]) for r in rows)
 
 
+def test_a_token_file_cut_short_is_refused_with_a_way_out_that_keeps_the_scores(
+    tmp_path, tiny_bert_dir, bert_scorers
+):
+    """--tokens added on a resume writes the token rows of sentences the output already
+    holds; a full disk (or a kill) that cut that write short leaves the first rows of a
+    written sentence last.  That cannot be told from another output's token file, so it is
+    refused untouched, and the advice, which once was --overwrite (losing the finished
+    output), is to remove the token file: the next run writes it anew and keeps the
+    scores."""
+    out, tokens = tmp_path / "s.csv", tmp_path / "t.csv"
+    score_file(_sentences(), tiny_bert_dir, out, scorers=bert_scorers, progress=False)
+    finished = out.read_bytes()
+    args = {"token_output": tokens, "scorers": bert_scorers, "progress": False}
+    score_file(_sentences(), tiny_bert_dir, out, **args)
+    whole = tokens.read_bytes()
+    lines = whole.splitlines(keepends=True)
+    first_of_3 = next(i for i, line in enumerate(lines) if line.startswith(b"3,"))
+    cut = b"".join(lines[: first_of_3 + 2])
+    tokens.write_bytes(cut)  # the write stopped there
+    with pytest.raises(ValueError, match="sentence 3 has 2 token rows") as error:
+        score_file(_sentences(), tiny_bert_dir, out, **args)
+    assert "remove it and run again" in str(error.value)
+    assert tokens.read_bytes() == cut and out.read_bytes() == finished
+    tokens.unlink()
+    assert score_file(_sentences(), tiny_bert_dir, out, **args) == len(_sentences())
+    assert out.read_bytes() == finished
+    assert tokens.read_bytes() == whole
+
+
 def test_a_token_file_of_another_output_is_refused_untouched(tmp_path, tiny_bert_dir, bert_scorers):
     """Another output file beside a token file that already holds rows: the rows were cut
     off as a stopped run's, and that output lost its token rows for good.  Stray rows

@@ -208,10 +208,8 @@ class _Output:
             if count.isdigit() and not found and count != "0":
                 self.missing_tokens.add(ident)
             elif not count.isdigit() or found != [str(i) for i in range(int(count))]:
-                raise DamagedOutput(
-                    f"{self.tokens.path} does not match {self.main.path}: sentence {ident} "
-                    f"has {len(found)} token rows for {count} tokens. Use --overwrite or "
-                    "other output files."
+                raise self._unmatched(
+                    f"sentence {ident} has {len(found)} token rows for {count} tokens"
                 )
         self._check_token_sums(rows[:kept])
         if kept < len(rows):
@@ -235,12 +233,24 @@ class _Output:
                 score = float(record[pll_column(metric)])
                 allowed = constant + per_token * int(record["n_tokens"])
                 if total is not None and abs(total - score) > allowed:
-                    raise DamagedOutput(
-                        f"{self.tokens.path} does not match {self.main.path}: the token rows "
-                        f"of sentence {record['id']} add up to {total:.4f} under {metric}, "
-                        f"its row says {score:.4f} (another model's token file?). Use "
-                        "--overwrite or other output files."
+                    raise self._unmatched(
+                        f"the token rows of sentence {record['id']} add up to {total:.4f} "
+                        f"under {metric}, its row says {score:.4f} (another model's token "
+                        "file?)"
                     )
+
+    def _unmatched(self, why: str) -> DamagedOutput:
+        """The error for a token file that does not match the main file.  Its way out keeps
+        the main file's scores: a token file cut short (a full disk while ``--tokens`` was
+        added on a resume) is written anew from the sentences alone, where ``--overwrite``
+        would score the whole output again."""
+        assert self.main is not None and self.tokens is not None
+        return DamagedOutput(
+            f"{self.tokens.path} does not match {self.main.path}: {why}. If it is this "
+            f"output's token file, remove it and run again: its token rows are written anew "
+            f"and the scores in {self.main.path} are kept. Otherwise give another token "
+            "file; --overwrite scores everything again."
+        )
 
     def confirm(self, models: dict[str, str]) -> None:
         """The models' labels once they have loaded (see :meth:`RecordFile.confirm`)."""
