@@ -119,7 +119,7 @@ def minicons_hint(name: object) -> str:
     """`` ('within_word_l2r' is minicons' name for 'word_l2r')`` where ``name`` is minicons'
     name of another metric, else nothing: minicons users carry its names over."""
     for metric in METRICS.values():
-        if metric.minicons == name != metric.name:
+        if metric.minicons is not None and metric.minicons == name != metric.name:
             return f" ({name!r} is minicons' name for {metric.name!r})"
     return ""
 
