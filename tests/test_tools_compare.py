@@ -436,6 +436,22 @@ def test_add_prefix_space_as_recorded_defines_the_row(tmp_path):
     ]
 
 
+def test_a_recorded_tokenizer_other_than_the_checkpoint_s_is_another_row(tmp_path):
+    """A model handed over from Python with another tokenizer leaves no model_args; its
+    recorded tokenizer (model_tokenizer) makes it a row of its own, while the checkpoint's
+    own tokenizer, recorded or written out, is the plain row."""
+    folder = tmp_path / "res"
+    own = {"model_checkpoint": "/ckpt/run1", "pll_metric": "word_l2r"}
+    _result(folder, "old", "pll-mlm", "pretrained=/ckpt/run1", {"blimp_pll": 0.8}, recorded=own)
+    same = {**own, "model_tokenizer": "/ckpt/run1"}
+    args = "pretrained=/ckpt/run1,tokenizer=/ckpt/run1"
+    _result(folder, "cli", "pll-mlm", args, {"clams_pll": 0.6}, 2.0, recorded=same)
+    other = {**own, "model_tokenizer": "/ckpt/tok2"}
+    _result(folder, "py", "PLLMaskedLM", None, {"blimp_pll": 0.5}, 3.0, recorded=other)
+    labels = sorted(run.label for run in load_runs([folder]))
+    assert labels == ["run1 (word_l2r)", "run1 (word_l2r, tokenizer=/ckpt/tok2)"]
+
+
 def test_the_default_revision_written_out_is_the_same_row(tmp_path):
     folder = tmp_path / "res"
     _result(folder, "a", "pll-mlm", "pretrained=bert-base-cased", {"blimp_pll": 0.8})

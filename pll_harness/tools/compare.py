@@ -206,6 +206,11 @@ def describe_run(data: dict[str, Any]) -> ModelRun:
     limit = _limit(config)
     label = _label(short_model_name(pretrained), metric or model_type, (), limit)
     checkpoint = str(config.get("model_checkpoint") or "")
+    tokenizer = str(config.get("model_tokenizer") or "")
+    if tokenizer:  # as recorded: the checkpoint's own is no setting, another one is
+        settings.pop("tokenizer", None)
+        if tokenizer != checkpoint:
+            settings["tokenizer"] = tokenizer
     return ModelRun(label, model_type, pretrained, metric, settings, limit, checkpoint=checkpoint)
 
 
