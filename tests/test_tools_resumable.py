@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import csv
 import json
+from pathlib import Path
 
 import pytest
 
@@ -479,21 +480,40 @@ def test_a_folder_this_process_cannot_write_in_is_refused_on_opening(tmp_path, m
         check_creatable(tmp_path / "out.csv")
 
 
-@pytest.mark.parametrize("how", ["removed", "replaced"])
+@pytest.mark.parametrize("how", ["removed", "replaced", "its folder replaced by a file"])
 def test_a_file_removed_or_replaced_under_a_run_stops_it(tmp_path, how):
     """A run held its file open and went on writing into it after ``rm`` or ``sed -i``
     (which writes a new file under the name): every later record was lost, and the run
     said it had written them."""
-    path = tmp_path / "out.csv"
+    folder = tmp_path / "out"
+    folder.mkdir()
+    path = folder / "out.csv"
     record_file = RecordFile(path, "csv", COLUMNS, ("id",))
     record_file.start()
     record_file.append([{"id": "0", "text": "a", "score": -1.0}])
-    path.unlink()
+    if how == "its folder replaced by a file":
+        folder.rename(tmp_path / "moved")
+        folder.write_bytes(b"")
+    else:
+        path.unlink()
     if how == "replaced":
         path.write_bytes(b"id,text,score\r\n")
     with pytest.raises(ValueError, match="removed or replaced"):
         record_file.append([{"id": "1", "text": "b", "score": -2.0}])
     record_file.close()
+
+
+def test_a_file_named_relatively_is_found_again_from_another_working_folder(tmp_path, monkeypatch):
+    """The check that the file still has its name looks it up by the absolute name it
+    had when the run began, not relative to wherever the process is now."""
+    (tmp_path / "elsewhere").mkdir()
+    monkeypatch.chdir(tmp_path)
+    record_file = RecordFile(Path("out.csv"), "csv", COLUMNS, ("id",))
+    record_file.start()
+    monkeypatch.chdir(tmp_path / "elsewhere")
+    record_file.append([{"id": "0", "text": "a", "score": -1.0}])
+    record_file.close()
+    assert (tmp_path / "out.csv").read_text().count("\n") == 2
 
 
 def test_a_jsonl_key_held_as_a_number_and_as_text_is_a_duplicate(tmp_path):

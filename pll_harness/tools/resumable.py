@@ -274,11 +274,15 @@ class RecordFile:
         a file that no one can read, and the run would report them written; and a run
         started on the name meanwhile writes the other file, unrefused."""
         assert self.handle is not None
+        if os.name != "posix":  # elsewhere file ids may be 0, and an open file stays put
+            return
         held = os.fstat(self.handle.fileno())
         try:
             named = os.stat(self._name)
-        except FileNotFoundError:
+        except (FileNotFoundError, NotADirectoryError):
             named = None
+        except OSError:  # a folder on the way that cannot be read now: no telling
+            return
         if named is None or (named.st_dev, named.st_ino) != (held.st_dev, held.st_ino):
             raise ValueError(
                 f"{self.path} was removed or replaced by another file while this run wrote "
