@@ -595,7 +595,9 @@ def main(argv: list[str] | None = None) -> None:
     scorer = pll_bench._load_ours(spec)
     reserved = reserve(scorer, torch) if args.reserve else 0
     pinned = warm_pinned(torch) if args.pin else 0
-    launched = warm_launches(torch, scorer.runner.device, args.warm_seconds)
+    launched = (
+        warm_launches(torch, scorer.runner.device, args.warm_seconds) if args.warm_seconds else 0
+    )
     warm_up = texts[: pll_bench.WARMUP_SENTENCES]
     if args.host_profile:
         profile_call(scorer, warm_up, torch)  # the profiler's own first-use costs too

@@ -378,7 +378,8 @@ def test_score_variants_times_each_setting_and_restores_it(monkeypatch):
     text = module.markdown(
         {"device": "cpu", "model": "tiny", "sentences": 40, "kernel_variants": 0, "rows": rows}
     )
-    assert text.count("\n| ") == 2 + len(module.VARIANTS)
+    assert text.count("\n| ") == 2 * (2 + len(module.VARIANTS))  # the calls, then the host
+    assert all(row["host"]["process"]["user_s"] > 0 for row in rows)
     assert len(module.measure(scorer, texts, types.SimpleNamespace(cuda=_STAND_IN_CUDA), True)) == 3
 
     taken = []
