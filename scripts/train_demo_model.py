@@ -79,7 +79,7 @@ EXIT_RESUMABLE = 75  # stopped early with a checkpoint saved: run the same comma
 PROBE_STEPS = 40  # --fit-minutes: steps in each timed window of the speed probe
 PROBE_MIN_S = 10.0  # --fit-minutes: seconds of timed windows before the probe may stop
 PROBE_MAX_S = 30.0  # --fit-minutes: seconds of timed windows after which it stops regardless
-PROBE_SETTLED = 0.1  # --fit-minutes: it stops once a window is within this share of the last
+PROBE_SETTLED = 0.1  # --fit-minutes: it stops once a window is within this share of the two last
 PROBE_MARGIN = 0.1  # --fit-minutes: the share of the time left that is kept for slower steps
 
 # What a checkpoint must agree on to be resumed (the model, the schedule and the data).
@@ -407,8 +407,9 @@ def probe_batches(batches: list[list[int]], lengths: torch.Tensor) -> list[list[
 def probe_windows(time_window: Callable[[int], float]) -> list[float]:
     """Seconds a step of successive windows of ``PROBE_STEPS`` steps (``time_window(k)``
     runs and times the k-th), until ``PROBE_MIN_S`` seconds have been timed and a window is
-    within ``PROBE_SETTLED`` of the one before, or ``PROBE_MAX_S`` seconds have been timed;
-    the last window is the training's speed.
+    within ``PROBE_SETTLED`` of each of the two before (of one alone, a steady speed-up of
+    a few per cent a window would pass), or until the window that passes ``PROBE_MAX_S``
+    seconds of timing; the last window is the training's speed.
 
     After the untimed steps a GPU still speeds up over a few hundred steps: on an H200 one
     window measured 37.4 ms a step, the training ran at 19 (466 k tokens/s over its first
@@ -417,7 +418,9 @@ def probe_windows(time_window: Callable[[int], float]) -> list[float]:
     while True:
         windows.append(time_window(len(windows)))
         timed = sum(windows) * PROBE_STEPS
-        settled = len(windows) > 1 and abs(windows[-1] - windows[-2]) <= PROBE_SETTLED * windows[-2]
+        settled = len(windows) > 2 and all(
+            abs(windows[-1] - before) <= PROBE_SETTLED * before for before in windows[-3:-1]
+        )
         if timed >= PROBE_MAX_S or (timed >= PROBE_MIN_S and settled):
             return windows
 

@@ -179,15 +179,17 @@ def test_the_speed_probe_times_windows_until_the_speed_settles(train, monkeypatc
     takes the last window's."""
     # the first window and the training's speed are the H200's; the windows between made up
     h200 = [37.4, 30.0, 24.0, 21.0, 19.5, 19.3, 19.2, 19.2, 19.2]
-    # 11.2 s timed after 4 windows, the 5th within 10 % of the 4th
-    assert probe_windows(train, monkeypatch, h200) == h200[:5]
+    # the 6th window is the first within 10 % of the two before it
+    assert probe_windows(train, monkeypatch, h200) == h200[:6]
     # settled at once, still timed for PROBE_MIN_S: 10 windows of 1 s
     assert probe_windows(train, monkeypatch, [10.0] * 20) == [10.0] * 10
     # a speed that never settles stops at PROBE_MAX_S: 30 s in 20 windows of 1.5 s
     swinging = [10.0, 20.0] * 20
     assert probe_windows(train, monkeypatch, swinging) == swinging[:20]
-    # within 10 % of the window before, not of the first
-    assert probe_windows(train, monkeypatch, [50.0, 44.0, 40.0, 36.5]) == [50.0, 44.0, 40.0]
+    # a steady speed-up of under 10 % a window is not settled: within 10 % of two windows
+    assert probe_windows(train, monkeypatch, [50.0, 44.0, 40.0, 38.0, 37.5]) == [
+        50.0, 44.0, 40.0, 38.0, 37.5,
+    ]  # fmt: skip
 
 
 @pytest.mark.parametrize("dropout", ["0.0", "0.1"])
