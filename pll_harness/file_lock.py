@@ -5,6 +5,7 @@ know of each other."""
 from __future__ import annotations
 
 import contextlib
+import errno
 import os
 from pathlib import Path
 from typing import BinaryIO
@@ -23,6 +24,10 @@ def same_file(a: str | Path, b: str | Path) -> bool:
     return Path(a).resolve() == Path(b).resolve()
 
 
+NO_LOCKS = {errno.ENOLCK, errno.EOPNOTSUPP, errno.ENOSYS}
+"""What ``flock`` answers on a file system that offers no lock at all."""
+
+
 def lock(handle: BinaryIO, path: Path, other_writer: str) -> None:
     """Take the exclusive lock on ``handle`` or refuse: ``other_writer`` (what probably
     holds it, for the message) writes ``path``.
@@ -36,12 +41,15 @@ def lock(handle: BinaryIO, path: Path, other_writer: str) -> None:
         return
     try:
         fcntl.flock(handle.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except BlockingIOError:
-        raise ValueError(
-            f"{path} is being written by another writer ({other_writer}?). Wait for it to "
-            "finish, or write to another file."
-        ) from None
     except OSError as error:
+        if isinstance(error, BlockingIOError) or error.errno == errno.EACCES:
+            # EACCES: a lock held elsewhere, where flock is emulated with fcntl's locks
+            raise ValueError(
+                f"{path} is being written by another writer ({other_writer}?). Wait for it "
+                "to finish, or write to another file."
+            ) from None
+        if error.errno not in NO_LOCKS:
+            raise
         raise ValueError(
             f"{path} cannot be locked ({error.strerror}): its file system (a network mount?) "
             "offers no lock by which a second writer of the file would be refused. Write it "

@@ -62,6 +62,38 @@ def test_a_file_system_without_flock_refuses_a_writer_with_what_to_do(tmp_path, 
         lock(handle, path, "another writer")
 
 
+@pytest.mark.parametrize("code", ["EACCES", "EAGAIN"])
+def test_a_lock_held_elsewhere_is_another_writer_whatever_the_error_says(
+    tmp_path, monkeypatch, code
+):
+    """Where flock is emulated with fcntl's locks, a lock held elsewhere answers EACCES:
+    that is another writer, not a file system without locks (whose advice, a local disk,
+    would send the user away from a file that is simply busy)."""
+    import errno
+    import fcntl
+
+    def held(*_args):
+        raise OSError(getattr(errno, code), "held")
+
+    monkeypatch.setattr(fcntl, "flock", held)
+    path = tmp_path / "out.csv"
+    with open(path, "ab") as handle, pytest.raises(ValueError, match="another writer"):
+        lock(handle, path, "another writer")
+
+
+def test_any_other_lock_error_is_raised_as_it_is(tmp_path, monkeypatch):
+    import errno
+    import fcntl
+
+    def broken(*_args):
+        raise OSError(errno.EBADF, "Bad file descriptor")
+
+    monkeypatch.setattr(fcntl, "flock", broken)
+    path = tmp_path / "out.csv"
+    with open(path, "ab") as handle, pytest.raises(OSError, match="Bad file descriptor"):
+        lock(handle, path, "another writer")
+
+
 def test_two_names_one_of_which_does_not_exist_yet_are_two_files(tmp_path):
     """A resumed ``score -o scores.csv --tokens tokens.csv`` whose token file is new: the
     output exists and the token file does not yet, and the check that they differ must say
