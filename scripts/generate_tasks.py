@@ -13,7 +13,7 @@ A source option given without a path uses its default, relative to the repositor
 (``../shared/data/...``, beside the checkout as in CI).  The YAMLs are generated because
 hundreds of task files and their grouping must agree exactly; the grouping itself lives in
 ``pll_harness/tasks/catalog.py``, which the tools and the tests read too.  Each data folder's
-README names its source and the source commit.
+README names its source (and, where a repository is the source, its commit).
 """
 
 from __future__ import annotations
