@@ -283,7 +283,7 @@ class RecordFile:
             named = None
         except OSError:  # a folder on the way that cannot be read now: no telling
             return
-        if named is None or (named.st_dev, named.st_ino) != (held.st_dev, held.st_ino):
+        if named is None or not os.path.samestat(named, held):
             raise ValueError(
                 f"{self.path} was removed or replaced by another file while this run wrote "
                 "it, so what it would write now would be lost. Re-run the command to resume "
