@@ -270,9 +270,12 @@ def run_score(args: argparse.Namespace) -> None:
         add_prefix_space=args.add_prefix_space,
     )
     if args.output:
-        skipped = len(sentences) - done
-        note = f" ({skipped} already there)" if skipped else ""
-        print(f"scored {done} sentences{note} -> {args.output}", file=sys.stderr)
+        there = len(sentences) - done.new
+        report = f"scored {done.new} sentences" + (f" ({there} already there)" if there else "")
+        report += f" -> {args.output}"
+        if done.again:
+            report += f"; {done.again} of those again, for their token rows -> {args.token_output}"
+        print(report, file=sys.stderr)
 
 
 # --------------------------------------------------------------------------- explain

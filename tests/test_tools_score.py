@@ -52,7 +52,7 @@ def test_csv_has_every_metric_and_token_file_sums_to_it(tmp_path, tiny_bert_dir,
         scorers=bert_scorers,
         progress=False,
     )
-    assert n == len(SENTENCES)
+    assert n == (len(SENTENCES), 0)
     rows = list(csv.DictReader(out.open()))
     assert [r["text"] for r in rows] == SENTENCES
     for metric in PLL_METRICS:
@@ -107,12 +107,15 @@ def test_resume_skips_written_sentences(tmp_path, tiny_bert_dir, bert_scorers):
     # simulate a run killed in the middle of writing the next row
     out.write_text(before + "2,The keys to the cab")
     second = score_file(_sentences(), tiny_bert_dir, out, scorers=bert_scorers, progress=False)
-    assert (first, second) == (2, 2)
+    assert (first, second) == ((2, 0), (2, 0))
     text = out.read_text()
     assert text.startswith(before)
     rows = list(csv.DictReader(out.open()))
     assert [r["id"] for r in rows] == ["0", "1", "2", "3"]
-    assert score_file(_sentences(), tiny_bert_dir, out, scorers=bert_scorers, progress=False) == 0
+    assert score_file(_sentences(), tiny_bert_dir, out, scorers=bert_scorers, progress=False) == (
+        0,
+        0,
+    )
     with pytest.raises(ValueError, match="another text"):
         score_file(
             _sentences(["Something else."]),
@@ -123,17 +126,14 @@ def test_resume_skips_written_sentences(tmp_path, tiny_bert_dir, bert_scorers):
         )
     with pytest.raises(ValueError, match="columns"):
         score_file(_sentences(), tiny_bert_dir, out, metrics="original", progress=False)
-    assert (
-        score_file(
-            _sentences()[:1],
-            tiny_bert_dir,
-            out,
-            scorers=bert_scorers,
-            overwrite=True,
-            progress=False,
-        )
-        == 1
-    )
+    assert score_file(
+        _sentences()[:1],
+        tiny_bert_dir,
+        out,
+        scorers=bert_scorers,
+        overwrite=True,
+        progress=False,
+    ) == (1, 0)
     assert len(list(csv.DictReader(out.open()))) == 1
 
 
@@ -172,7 +172,7 @@ def test_tokens_added_on_resume_cover_the_whole_output(tmp_path, tiny_bert_dir, 
         scorers=bert_scorers,
         progress=False,
     )
-    assert n == 3
+    assert n == (1, 2)
     rows = list(csv.DictReader(out.open()))
     assert out.read_text().startswith(first) and [r["id"] for r in rows] == ["0", "1", "2"]
     token_rows = list(csv.DictReader(tokens.open()))
@@ -185,7 +185,7 @@ def test_tokens_added_on_resume_cover_the_whole_output(tmp_path, tiny_bert_dir, 
     again = score_file(
         _sentences()[:3], tiny_bert_dir, out, token_output=tokens, scorers=bert_scorers
     )
-    assert again == 0
+    assert again == (0, 0)
 
 
 @pytest.mark.parametrize(
@@ -251,6 +251,18 @@ def test_cli_score_stdin_and_file(tmp_path, tiny_bert_dir, capsys, monkeypatch):
     assert len(out.read_text().splitlines()) == len(SENTENCES)
     assert main(["score", "-m", tiny_bert_dir, str(data), "-o", str(out)]) == 0
     assert "0 sentences (4 already there)" in capsys.readouterr().err
+    csv_out, tokens = tmp_path / "out.csv", tmp_path / "tokens.csv"
+    assert main(["score", "-m", tiny_bert_dir, str(data), "-o", str(csv_out), "--no-progress"]) == 0
+    capsys.readouterr()
+    data.write_text(data.read_text() + json.dumps({"sentence": "A new one.", "n": 4}) + "\n")
+    assert (
+        main(["score", "-m", tiny_bert_dir, str(data), "-o", str(csv_out), "--tokens", str(tokens)])
+        == 0
+    )
+    err = capsys.readouterr().err  # the token rows are news only to the token file
+    report = f"scored 1 sentences (4 already there) -> {csv_out}; 4 of those again, for"
+    assert f"{report} their token rows -> {tokens}" in err
+    assert "already done" not in err  # the bar counts the 4 as its own work
     assert main(["score", "-m", tiny_bert_dir, "--metric", "bogus", str(data)]) == 1
     assert "Unknown pll_metric" in capsys.readouterr().err
 
@@ -302,7 +314,7 @@ def test_resume_after_a_cut_inside_a_text_with_newlines(tmp_path, tiny_bert_dir,
     for cut in (whole.index(b"Stephen\n") + 8, whole.index(b"never") - 2):
         out.write_bytes(whole[:cut])
         scored = score_file(sentences, tiny_bert_dir, out, scorers=bert_scorers, progress=False)
-        assert scored >= 1
+        assert scored.new >= 1
         _assert_complete_and_correct(out, list(csv.DictReader(reference.open(newline=""))))
 
 
@@ -378,7 +390,7 @@ def test_a_run_stopped_between_its_two_writes_resumes_beside_rescored_sentences(
         with pytest.raises(KeyboardInterrupt):
             score_file(_sentences(), tiny_bert_dir, out, **args)
     assert calls == [tokens, out]
-    assert score_file(_sentences(), tiny_bert_dir, out, **args) == 3  # 2 has its rows
+    assert score_file(_sentences(), tiny_bert_dir, out, **args) == (3, 0)  # 2 has its rows
     rows = list(csv.DictReader(out.open()))
     assert len(list(csv.DictReader(tokens.open()))) == sum(int(r["n_tokens"]) for r in rows)
 
@@ -407,7 +419,7 @@ def test_a_token_file_cut_short_is_refused_with_a_way_out_that_keeps_the_scores(
     assert "remove it and run again" in str(error.value)
     assert tokens.read_bytes() == cut and out.read_bytes() == finished
     tokens.unlink()
-    assert score_file(_sentences(), tiny_bert_dir, out, **args) == len(_sentences())
+    assert score_file(_sentences(), tiny_bert_dir, out, **args) == (0, len(_sentences()))
     assert out.read_bytes() == finished
     assert tokens.read_bytes() == whole
 
@@ -459,7 +471,7 @@ def test_a_token_file_of_another_models_output_is_refused(tmp_path, tiny_bert_di
     for row in rows:  # bfloat16's drift when a sentence is scored again in other batches
         row["lp_original"] = repr(float(row["lp_original"]) - 1e-3)
     tokens.write_text(csv_text(list(rows[0]), rows, header=True))
-    assert score_file(_sentences(), tiny_bert_dir, ours, token_output=tokens, **settings) == 2
+    assert score_file(_sentences(), tiny_bert_dir, ours, token_output=tokens, **settings) == (2, 0)
 
 
 # --------------------------------------------------------------------------- interrupted runs
@@ -581,7 +593,7 @@ def test_an_interrupted_run_keeps_its_chunks_and_resumes(
         scorers=word_l2r_scorers,
         progress=False,
     )
-    assert scored <= INTERRUPT_SENTENCES - len(kept) + 1  # SIGKILL may cut one row short
+    assert scored.new <= INTERRUPT_SENTENCES - len(kept) + 1  # SIGKILL may cut one row short
     _assert_complete_and_correct(out, reference_rows)
 
 
@@ -629,7 +641,7 @@ def test_a_resumed_output_is_scored_by_one_model(
     with pytest.raises(ValueError, match=r"was written with model .*model files="):
         score_file(_sentences(), tiny_roberta_dir, out, metrics="original", progress=False)
     monkeypatch.chdir(tmp_path)
-    assert score_file(_sentences()[:3], "model/", out, metrics="original", progress=False) == 1
+    assert score_file(_sentences()[:3], "model/", out, metrics="original", progress=False) == (1, 0)
     weights = load_file(folder / "model.safetensors")
     save_file({k: v * 0.5 for k, v in weights.items()}, folder / "model.safetensors")
     with pytest.raises(ValueError, match=rf"files={files}, but this run has model .* files="):
@@ -650,7 +662,7 @@ def test_a_resumed_output_is_scored_by_one_causal_model(
     assert {r["causal_model"] for r in rows} == {f"{Path(tiny_gpt2).resolve()} files={files}"}
     with pytest.raises(ValueError, match=r"was written with causal_model .*tiny-gpt2"):
         score_file(_sentences(), tiny_bert_dir, out, causal=str(tiny_llama), **settings)
-    assert score_file(_sentences(), tiny_bert_dir, out, causal=str(tiny_gpt2), **settings) == 2
+    assert score_file(_sentences(), tiny_bert_dir, out, causal=str(tiny_gpt2), **settings) == (2, 0)
 
 
 def test_standard_output_stays_empty_when_the_model_fails_to_load(tmp_path, capsys):
@@ -880,8 +892,8 @@ def test_a_resume_at_the_same_commit_of_a_hub_model_goes_on(tmp_path, hub_cache,
     the missing rows without a word."""
     out = tmp_path / "out.jsonl"
     settings = {"metrics": "original", "progress": False}
-    assert score_file(_sentences()[:2], "org/tiny", out, **settings) == 2
-    assert score_file(_sentences(), "org/tiny", out, **settings) == 2
+    assert score_file(_sentences()[:2], "org/tiny", out, **settings) == (2, 0)
+    assert score_file(_sentences(), "org/tiny", out, **settings) == (2, 0)
     records = [json.loads(line) for line in out.read_text().splitlines()]
     assert [r["id"] for r in records] == ["0", "1", "2", "3"]
     assert {r["model"] for r in records} == {f"org/tiny commit={FIRST_COMMIT}"}
@@ -897,7 +909,7 @@ def test_a_hub_model_file_written_without_commits_still_resumes(tmp_path, hub_ca
     out.write_text(out.read_text().replace(f" commit={FIRST_COMMIT}", ""))  # as before
     move_main(hub_cache, "tiny", NEXT_COMMIT)
     capsys.readouterr()
-    assert score_file(_sentences(), "org/tiny", out, **settings) == 2
+    assert score_file(_sentences(), "org/tiny", out, **settings) == (2, 0)
     assert [row["model"] for row in csv.DictReader(out.open())] == [
         "org/tiny",
         "org/tiny",
@@ -910,4 +922,4 @@ def test_a_hub_model_file_written_without_commits_still_resumes(tmp_path, hub_ca
         f"were scored by model org/tiny at commit {NEXT_COMMIT}, as this run's are, cannot be "
         "checked"
     ) in warning
-    assert score_file(_sentences(), "org/tiny", out, **settings) == 0  # finished, as it was
+    assert score_file(_sentences(), "org/tiny", out, **settings) == (0, 0)  # finished, as it was

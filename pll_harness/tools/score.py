@@ -12,7 +12,7 @@ from __future__ import annotations
 import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from pll_harness.file_formats import jsonl_text
 from pll_harness.file_lock import same_file
@@ -291,6 +291,16 @@ class _Output:
                 record_file.close()
 
 
+class Scored(NamedTuple):
+    """What one :func:`score_file` call scored: sentences ``new`` to the output, and sentences
+    the output already held that were scored ``again`` only for the token rows that
+    ``--tokens`` asked for and the token file lacked (their sentence rows stay as they
+    were), so that a report can say which file got what."""
+
+    new: int
+    again: int
+
+
 def score_file(
     sentences: Sequence[Sentence],
     model: str,
@@ -311,11 +321,11 @@ def score_file(
     causal_scorer: CausalScorer | None = None,
     command: str = "score",
     started: Callable[[], None] | None = None,
-) -> int:
+) -> Scored:
     """Score ``sentences`` and write them to ``output`` (stdout when None); return how many
-    sentences this call scored (those already in ``output`` are skipped, unless
-    ``token_output`` lacks their token rows: those are scored again for the token file, whose
-    sums can then differ from their earlier rows by float rounding, about 1e-6).
+    this call scored (those already in ``output`` are skipped, unless ``token_output`` lacks
+    their token rows: those are scored again for the token file, whose sums can then differ
+    from their earlier rows by float rounding, about 1e-6).
 
     CSV output has one row per sentence; ``token_output`` adds a per-token CSV (one row per
     token, all metrics side by side).  JSONL output puts the tokens inside each line.
@@ -382,8 +392,9 @@ def score_file(
             todo = [
                 s for s in sentences if s.id not in writer.done or s.id in writer.missing_tokens
             ]
+            again = sum(s.id in writer.done for s in todo)
             if not todo:
-                return 0
+                return Scored(0, 0)
             scorers = scorers or MLMScorers(
                 model,
                 metric_list,
@@ -403,7 +414,7 @@ def score_file(
                 started()
             size = chunk_size or default_chunk_size(scorers.device)
             bar = scoring_bar(
-                progress, len(todo) * len(metric_list), "sent×metric", done=len(writer.done)
+                progress, len(todo) * len(metric_list), "sent×metric", done=len(writer.done) - again
             )
             unscored: list[str] = []
             try:
@@ -417,7 +428,7 @@ def score_file(
                 if bar is not None:
                     bar.close()
                 _warn_unscored(unscored, command)
-            return len(todo)
+            return Scored(len(todo) - again, again)
         finally:
             writer.close()
 
