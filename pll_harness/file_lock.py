@@ -28,6 +28,12 @@ NO_LOCKS = {errno.ENOLCK, errno.EOPNOTSUPP, errno.ENOSYS}
 """What ``flock`` answers on a file system that offers no lock at all."""
 
 
+class LocksUnavailable(ValueError):
+    """The file system offers no lock: no other writer can hold the file either, so the
+    caller that just created it may remove it again rather than leave an empty file behind
+    (a file that another writer holds must never be removed)."""
+
+
 def lock(handle: BinaryIO, path: Path, other_writer: str) -> None:
     """Take the exclusive lock on ``handle`` or refuse: ``other_writer`` (what probably
     holds it, for the message) writes ``path``.
@@ -50,7 +56,7 @@ def lock(handle: BinaryIO, path: Path, other_writer: str) -> None:
             ) from None
         if error.errno not in NO_LOCKS:
             raise
-        raise ValueError(
+        raise LocksUnavailable(
             f"{path} cannot be locked ({error.strerror}): its file system (a network mount?) "
             "offers no lock by which a second writer of the file would be refused. Write it "
             "to a local disk, and copy it where it belongs once the run is done."

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any, BinaryIO
 
 from pll_harness.file_formats import jsonl_text
-from pll_harness.file_lock import lock
+from pll_harness.file_lock import LocksUnavailable, lock
 
 TAIL_BLOCK = 1 << 16
 """Bytes read at a time from the end of a log, looking for its last whole line."""
@@ -62,6 +62,9 @@ class TokenLog:
                 )
             if mode == "append":
                 self._drop_cut_record()
+        except LocksUnavailable:
+            self.discard()
+            raise
         except BaseException:
             self._handle.close()
             raise
@@ -100,8 +103,8 @@ class TokenLog:
     def discard(self) -> None:
         """Close the log, and remove it and the folders made for it if this run created it
         and wrote nothing: for a run that fails as it starts, which would otherwise leave
-        an empty log behind.  The file goes before its lock does, so that no other run
-        locks a file that no longer has a name."""
+        an empty log behind (or as it meets a file system without locks).  The file goes
+        before its lock does, so that no other run locks a file that no longer has a name."""
         if self._created and os.fstat(self._handle.fileno()).st_size == 0:
             self.path.unlink(missing_ok=True)
             for folder in self._made_folders:  # the deepest first

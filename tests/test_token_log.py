@@ -49,6 +49,26 @@ def test_discard_removes_only_an_empty_log_this_run_created(tmp_path):
     assert written.read_text() == '{"n": 1}\n'
 
 
+def test_a_file_system_without_locks_leaves_no_empty_log_behind(tmp_path, monkeypatch):
+    """ENOLCK stopped the run with what to do, but left the empty log it had just created
+    (and its folders), which the next run, on a local disk as advised, does not need."""
+    import errno
+    import fcntl
+
+    def unsupported(*_args):
+        raise OSError(errno.ENOLCK, "No locks available")
+
+    monkeypatch.setattr(fcntl, "flock", unsupported)
+    with pytest.raises(ValueError, match="cannot be locked"):
+        TokenLog(tmp_path / "a" / "tokens.jsonl", "new")
+    assert list(tmp_path.iterdir()) == []
+    kept = tmp_path / "kept.jsonl"
+    kept.write_text('{"n": 1}\n')
+    with pytest.raises(ValueError, match="cannot be locked"):
+        TokenLog(kept, "append")
+    assert kept.read_text() == '{"n": 1}\n'
+
+
 @pytest.mark.parametrize("mode", ["new", "overwrite", "append"])
 def test_a_folder_is_refused_with_a_file_name_to_use(tmp_path, mode):
     """open() would fail with a bare errno (File exists, Is a directory)."""

@@ -525,3 +525,29 @@ def test_a_jsonl_key_held_as_a_number_and_as_text_is_a_duplicate(tmp_path):
     )
     with pytest.raises(DamagedOutput, match="twice"):
         RecordFile(path, "jsonl", COLUMNS, ("id",))
+
+
+def test_a_file_system_without_locks_leaves_no_empty_output_behind(tmp_path, monkeypatch):
+    """ENOLCK stopped the run with what to do, but left the empty output it had just
+    created; a file another writer holds (EAGAIN) is never removed."""
+    import errno
+    import fcntl
+
+    def unsupported(*_args):
+        raise OSError(errno.ENOLCK, "No locks available")
+
+    path = tmp_path / "out.csv"
+    record_file = RecordFile(path, "csv", COLUMNS, ("id",))
+    monkeypatch.setattr(fcntl, "flock", unsupported)
+    with pytest.raises(ValueError, match="cannot be locked"):
+        record_file.start()
+    assert not path.exists()
+
+    def held(*_args):
+        raise BlockingIOError(errno.EAGAIN, "Resource temporarily unavailable")
+
+    monkeypatch.setattr(fcntl, "flock", held)
+    record_file = RecordFile(path, "csv", COLUMNS, ("id",))
+    with pytest.raises(ValueError, match="another writer"):
+        record_file.start()
+    assert path.exists()

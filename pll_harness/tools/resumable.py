@@ -35,7 +35,7 @@ from pll_harness.file_formats import (
     jsonl_text,
     lift_csv_field_limit,
 )
-from pll_harness.file_lock import lock
+from pll_harness.file_lock import LocksUnavailable, lock
 from pll_harness.provenance import split_commit
 
 BOM = "\ufeff"
@@ -163,9 +163,11 @@ class RecordFile:
                 ) from None
             try:
                 lock(self.handle, self.path, "another `pll-harness` command with the same output")
-            except BaseException:
+            except BaseException as error:
                 self.close()
                 self.handle = None
+                if isinstance(error, LocksUnavailable):  # ours alone, and still empty
+                    self.path.unlink(missing_ok=True)
                 raise
             self._created = True
         if self.overwrite or not self.records:
