@@ -27,7 +27,7 @@ from pll_harness.distributed import (
     score_shared,
 )
 from pll_harness.file_lock import alone_or_shared, share
-from pll_harness.loading import load_masked_lm, model_identity
+from pll_harness.loading import load_masked_lm
 from pll_harness.metrics import DEFAULT_METRIC, check_metric
 from pll_harness.provenance import folder_fingerprint, loaded_commit, model_info, scoring_model
 from pll_harness.scorer import PLLScorer, SentenceScore
@@ -479,16 +479,15 @@ class PLLMaskedLM(LM):
         ``main``, the only one a folder takes and a hub model's default.  Taken once, for the
         model as loaded, so that the files are read once."""
         info = self.get_model_info()
-        checkpoint = self._checkpoint or info["model_checkpoint"]
         folder = getattr(self.scorer.model, "name_or_path", None)
         tokenizer = self.scorer.tokenizer.name_or_path
         model_files = info["model_files"]
         return {
-            "model_checkpoint": model_identity(checkpoint),
+            "model_checkpoint": info["model_checkpoint"],
             "model_revision": info["model_revision"] or "main",
             "model_sha": info["model_sha"],
             "model_files": model_files,
-            "tokenizer": model_identity(tokenizer),
+            "tokenizer": info["model_tokenizer"],
             "tokenizer_files": model_files
             if tokenizer == folder
             else folder_fingerprint(tokenizer),

@@ -94,6 +94,12 @@ def test_model_info_names_the_tokenizer_of_a_model_object(tiny_bert_dir, tmp_pat
     assert lm.get_model_info()["model_tokenizer"] == str(tmp_path / "tokenizer")
     by_name = PLLMaskedLM(pretrained="pll-demo", device="cpu")
     assert by_name.get_model_info()["model_tokenizer"] == "pll-demo"
+    tokenizer.name_or_path = ""  # built in memory: no name to record
+    nameless = PLLMaskedLM(pretrained=model, tokenizer=tokenizer, device="cpu")
+    # one fact: the cache's settings name the tokenizer as the results file does
+    assert nameless.get_model_info()["model_tokenizer"] is None
+    assert nameless._scoring_settings["tokenizer"] is None
+    assert lm._scoring_settings["tokenizer"] == str(tmp_path / "tokenizer")
 
 
 def test_a_folder_is_recorded_as_its_absolute_path(tiny_bert_dir, monkeypatch):
