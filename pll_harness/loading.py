@@ -7,7 +7,6 @@ would otherwise show up much later as a confusing failure or a silently differen
 from __future__ import annotations
 
 import logging
-import os
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -18,6 +17,7 @@ import torch
 
 from pll_harness.architectures import max_positions
 from pll_harness.arguments import DTYPE_NAMES
+from pll_harness.busy_cpu import warn_if_cpu_is_busy
 from pll_harness.models import DEMO_MODEL_DIR, DEMO_MODEL_NAME
 from pll_harness.short_attention import use_short_attention
 
@@ -214,40 +214,6 @@ def load_masked_lm(
     if target.type == "cpu":
         warn_if_cpu_is_busy()
     return LoadedModel(model.eval(), tok, target)
-
-
-_warned_busy = False
-
-
-def warn_if_cpu_is_busy() -> None:
-    """Once per process: say what to do when other processes keep the CPU busy.
-
-    torch runs one OpenMP thread per core and, by default, OpenMP threads spin while they
-    wait for each other; when the cores are taken, scoring then slows many-fold (on a
-    shared 2-core machine, 125-265 ms a sentence against 32-45 ms with passive waiting:
-    ``scripts/bench_busy_cpu.py``).  The wait policy is read when OpenMP starts, too early
-    for this package to set it, and changing the thread count here would change float32
-    rounding with the machine's load, so the choice is left to the user.
-    """
-    global _warned_busy
-    if _warned_busy or not hasattr(os, "getloadavg"):
-        return
-    threads = torch.get_num_threads()
-    if threads < 2 or os.environ.get("OMP_WAIT_POLICY", "").upper() == "PASSIVE":
-        return
-    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
-    load = os.getloadavg()[0]
-    if load > (cores or 1):
-        _warned_busy = True
-        logger.warning(
-            "The CPU is busy (load average %.1f on %d cores) and torch runs %d threads, which "
-            "spin while they wait for each other: scoring can be several times slower. Start "
-            "Python with OMP_WAIT_POLICY=PASSIVE (same scores), or with OMP_NUM_THREADS set "
-            "to the cores you can have.",
-            load,
-            cores,
-            threads,
-        )
 
 
 MASKED_LM_HINT = (

@@ -25,6 +25,7 @@ import numpy as np
 import torch
 
 from pll_harness.allocator import release_free_memory, reuse_freed_blocks
+from pll_harness.busy_cpu import BusyCPUWatch
 from pll_harness.heads import MaskedLMParts
 from pll_harness.metrics import Metric
 from pll_harness.planning import Batch, CopyGroup, Work
@@ -99,6 +100,8 @@ class PLLRunner:
         """Most tokens one forward pass may take, once one has run out of device memory:
         every later batch, of this run and of later ones, is cut to fit (see
         :meth:`_score_within_memory`)."""
+        self.busy_cpu = BusyCPUWatch() if self.cpu else None
+        """Whether other work takes the cores under the scoring (once per process)."""
         if self.cpu:
             reuse_freed_blocks()
 
@@ -152,6 +155,8 @@ class PLLRunner:
         )
         buffers = _ChunkBuffers()
         length = None
+        if self.busy_cpu is not None:
+            self.busy_cpu.resume()
         try:
             with attention_kernels(self.device):
                 for position, (group, batch) in enumerate(batches):
@@ -160,6 +165,8 @@ class PLLRunner:
                         release_free_memory()
                     self._score_within_memory(metric, group, batch, scores, buffers)
                     in_flight.launched(position, on_batch_done)
+                    if self.busy_cpu is not None:
+                        self.busy_cpu.check()
             return self._copied_back(scores)
         finally:
             del buffers  # so that the release below returns them too

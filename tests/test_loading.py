@@ -226,25 +226,3 @@ def test_attn_implementation_reaches_the_model(tiny_bert_dir, implementation):
     plain = PLLScorer(default.model, default.tokenizer, device="cpu").score(texts)
     for a, b in zip(chosen, plain, strict=True):
         assert a.logprob == pytest.approx(b.logprob, abs=1e-4)
-
-
-def test_a_busy_cpu_gets_advice_once(monkeypatch, caplog):
-    monkeypatch.setattr(loading, "_warned_busy", False)
-    monkeypatch.setattr(loading.torch, "get_num_threads", lambda: 2)
-    monkeypatch.setattr(loading.os, "sched_getaffinity", lambda pid: {0, 1}, raising=False)
-    monkeypatch.delenv("OMP_WAIT_POLICY", raising=False)
-    monkeypatch.setattr(loading.os, "getloadavg", lambda: (1.5, 1.0, 1.0))
-    with caplog.at_level(logging.WARNING):
-        loading.warn_if_cpu_is_busy()
-    assert "CPU is busy" not in caplog.text
-    monkeypatch.setattr(loading.os, "getloadavg", lambda: (5.5, 5.0, 4.0))
-    monkeypatch.setenv("OMP_WAIT_POLICY", "passive")
-    with caplog.at_level(logging.WARNING):
-        loading.warn_if_cpu_is_busy()
-    assert "CPU is busy" not in caplog.text
-    monkeypatch.delenv("OMP_WAIT_POLICY")
-    with caplog.at_level(logging.WARNING):
-        loading.warn_if_cpu_is_busy()
-        loading.warn_if_cpu_is_busy()
-    assert caplog.text.count("CPU is busy (load average 5.5 on 2 cores)") == 1
-    assert "OMP_WAIT_POLICY=PASSIVE" in caplog.text
