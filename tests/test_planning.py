@@ -17,7 +17,7 @@ import pytest
 from reference_pll import masked_set
 
 from pll_harness import planning
-from pll_harness.encoding import Encodings, encode_requests, special_tokens
+from pll_harness.encoding import Encodings, SpecialTokens, encode_requests, special_tokens
 from pll_harness.metrics import PLL_METRICS, get_metric
 from pll_harness.planning import MAX_BATCH_ROWS, Batching, Work, plan_work
 
@@ -270,3 +270,40 @@ def test_a_plan_whose_planning_was_interrupted_is_not_passed_off_as_whole(tokeni
         list(planner)
     with pytest.raises(RuntimeError, match="Planning stopped after 1 of"):
         planner.work()
+
+
+@pytest.mark.parametrize("metric", PLL_METRICS)
+def test_windows_that_differ_only_in_which_tokens_are_context_are_not_merged(tokenizer, metric):
+    """Two windows with the same tokens, words and targets are twins only if the same
+    tokens around the targets are context: the text scored whole, and the text whose
+    context ends inside a word (`... s | ##ou ##v ##en ##ir`) exactly where a chunk of
+    targets starts.  Under whole_word the whole text's copy hides the word's first piece,
+    while the other keeps it, as context, visible.  Planned together, each text must get
+    the copies it gets alone (kills dropping ``scored`` from the twin test in _group)."""
+    text = " ".join(["The hooligan wrecked the souvenir."] * 6)
+    encoded = tokenizer(text, add_special_tokens=False, return_offsets_mapping=True)
+    first = 10  # a chunk's first target: windows of 20 tokens score chunks of 10
+    assert encoded.word_ids()[first] == encoded.word_ids()[first - 1]  # inside a word
+    cut = encoded["offset_mapping"][first][0]
+    requests = [("", text), (text[:cut], text[cut:])]
+
+    def fed(requests):
+        _, work = planned(tokenizer, metric, capacity=2 * first, requests=requests)
+        copies = fed_copies(work, tokenizer.mask_token_id)
+        return [copies[int(source)] for source in work.slot_source]
+
+    together = fed(requests)
+    alone = [copy for request in requests for copy in fed([request])]
+    assert together == alone
+
+
+def test_sequences_with_the_same_tokens_but_other_words_are_not_merged():
+    """Twins need the same words as well as the same tokens: tokens 7 8 as one word and
+    as two words mask differently under whole_word (kills dropping ``words`` from the twin
+    test in _group)."""
+    encodings = Encodings.from_lists([[7, 8], [7, 8]], [[0, 0], [0, 1]], [0, 0])
+    specials = SpecialTokens((1,), (2,))
+    work = plan_work(encodings, specials, 62, get_metric("whole_word"), BUDGET)
+    fed = fed_copies(work, 0)
+    copies = [fed[int(source)] for source in work.slot_source]
+    assert copies == [(1, 0, 0, 2), (1, 0, 0, 2), (1, 0, 8, 2), (1, 7, 0, 2)]
