@@ -15,6 +15,7 @@ from transformers import AutoTokenizer
 
 from pll_harness import encoding
 from pll_harness.encoding import (
+    SpecialTokens,
     common_prefix_length,
     encode_requests,
     require_fast_tokenizer,
@@ -376,3 +377,13 @@ def test_split_words_keep_the_checkpoints_words_on_plain_text(tiny_sentencepiece
     got, want = encode_requests(unsplit, requests), encode_requests(tokenizer, requests)
     for field in ("ids", "word_ids", "scored", "offsets"):
         assert np.array_equal(getattr(got, field), getattr(want, field)), field
+
+
+def test_a_tokenizer_that_adds_no_special_tokens_has_an_empty_template():
+    """The text may fill the whole encoding: no prefix, no suffix (kills a search for the
+    text that stops one start short)."""
+
+    def tokenizer(text, add_special_tokens):
+        return {"input_ids": [5] * len(text)}
+
+    assert special_tokens(tokenizer) == SpecialTokens((), ())
