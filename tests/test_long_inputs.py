@@ -358,6 +358,18 @@ def test_a_tokenizer_that_declares_less_than_the_model_takes_sets_only_the_defau
         PLLScorer(fixture.model, short, device="cpu", max_length=65)
 
 
+def test_a_max_length_equal_to_the_declared_one_is_taken_without_a_warning(fixture, caplog):
+    """Asking for the length the tokenizer declares asks for the default: nothing is
+    longer than the tokenizer declares, so nothing is said (kills ``asked < default``
+    in scorer._max_length, which took that length with the warning of a longer one)."""
+    short = AutoTokenizer.from_pretrained(fixture.tokenizer.name_or_path)
+    short.model_max_length = 20
+    with caplog.at_level(logging.WARNING, logger="lm_eval.pll_harness.scorer"):
+        scorer = PLLScorer(fixture.model, short, device="cpu", max_length=20)
+    assert scorer.max_length == 20
+    assert "longer than" not in caplog.text
+
+
 def test_the_position_table_alone_sets_the_limit(fixture):
     """With no length declared by the tokenizer, the position table sets it: 64 rows for
     BERT, 66 less ``pad_token_id + 1`` for RoBERTa and XLM-R.  Inputs of exactly that
