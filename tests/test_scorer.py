@@ -912,3 +912,17 @@ def test_token_strings_of_a_vocabulary_with_unused_ids(tiny_bert_dir):
                         intermediate_size=16, max_position_embeddings=16)  # fmt: skip
     score = PLLScorer(BertForMaskedLM(config), tokenizer, "original", device="cpu")
     assert score.score(["hello foo"])[0].tokens == ("hello", "foo")
+
+
+def test_twin_sequences_read_their_twins_flags_as_well_as_their_scores(model_dir):
+    """Two requests with the same tokens and targets are planned once; the twin that was
+    not run must read both the log-probabilities and the greedy flags of the one that was
+    (kills reading the twin's own, never-scored slots for the flags in assemble)."""
+    scorer = scorer_for(model_dir, "original")
+    sentence = "The traveler lost the souvenir."
+    (alone,) = scorer.score([sentence])
+    assert any(alone.token_greedy)  # flags that a never-scored slot (False) would lose
+    for twin in scorer.score_requests([("", sentence), ("  ", f"{sentence} ")]):
+        assert twin.token_logprobs == alone.token_logprobs
+        assert twin.token_greedy == alone.token_greedy
+        assert twin.is_greedy == alone.is_greedy
