@@ -31,7 +31,7 @@ from pll_harness.file_formats import lift_csv_field_limit
 from pll_harness.file_lock import lock
 from pll_harness.tools.causal import CausalScorer
 from pll_harness.tools.interrupts import InterruptGuard
-from pll_harness.tools.metrics import metric_colour, metric_label, parse_metrics
+from pll_harness.tools.metrics import CAUSAL, metric_colour, metric_label, parse_metrics
 from pll_harness.tools.models import MLMScorers, short_model_name
 from pll_harness.tools.plotting import pyplot, save_figure, tools_extra_missing
 from pll_harness.tools.progress import scoring_bar
@@ -64,8 +64,6 @@ from pll_harness.tools.words import is_wordlike, sentence_words, token_offsets, 
 
 WORD_CONTEXT = "My word is "
 """The paper's neutral context for word scores (appendix B)."""
-
-CAUSAL = "causal"
 
 
 @dataclass

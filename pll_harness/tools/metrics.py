@@ -10,6 +10,9 @@ from collections.abc import Sequence
 
 from pll_harness.metrics import METRICS, PLL_METRICS, minicons_hint
 
+CAUSAL = "causal"
+"""The causal LM's series name, where the tools show it beside the PLL metrics."""
+
 CAUSAL_COLOUR = "#2166ac"
 
 
@@ -20,7 +23,7 @@ def metric_label(name: str) -> str:
 
 def metric_colour(name: str) -> str:
     """A metric's colour in every plot; ``causal`` is the causal LM's."""
-    return CAUSAL_COLOUR if name == "causal" else METRICS[name].colour
+    return CAUSAL_COLOUR if name == CAUSAL else METRICS[name].colour
 
 
 def parse_metrics(spec: str | Sequence[str] | None) -> list[str]:
