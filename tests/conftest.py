@@ -33,11 +33,12 @@ FIXTURES_DIR = TESTS_DIR / "fixtures"
 TINY_MODELS_DIR = FIXTURES_DIR / "models"
 TINY_BERT_DIR = TINY_MODELS_DIR / "tiny-bert-wordpiece"
 TINY_ROBERTA_DIR = TINY_MODELS_DIR / "tiny-roberta-bpe"
+TINY_SENTENCEPIECE_DIR = TINY_MODELS_DIR / "tiny-xlmr-unigram"
 MINICONS_SCORES = FIXTURES_DIR / "minicons_scores.json"
 REAL_MODELS_DIR = REPO_ROOT.parent / "shared" / "models"
 
 # (id, path) of each committed tiny model, for parametrizing.
-TINY_MODELS = [("tiny-bert-wordpiece", TINY_BERT_DIR), ("tiny-roberta-bpe", TINY_ROBERTA_DIR)]
+TINY_MODELS = [(path.name, path) for path in (TINY_BERT_DIR, TINY_ROBERTA_DIR)]
 
 
 def real_model_dirs() -> list[str]:
@@ -84,7 +85,7 @@ def tiny_roberta_dir() -> str:
 def tiny_sentencepiece_dir() -> str:
     """Path of the committed tiny XLM-R (Unigram pieces with Metaspace, as sentencepiece
     models convert; built by ``scripts/build_tiny_sentencepiece.py``)."""
-    return str(TINY_MODELS_DIR / "tiny-xlmr-unigram")
+    return str(TINY_SENTENCEPIECE_DIR)
 
 
 @pytest.fixture
@@ -106,12 +107,6 @@ def tiny_deberta_v2_tokenizer(tiny_sentencepiece_dir: str) -> Any:
         mask_token="<mask>",
         model_max_length=xlmr.model_max_length,
     )
-
-
-@pytest.fixture(scope="session")
-def tiny_model_dirs() -> list[str]:
-    """Both committed tiny model paths (WordPiece first, byte-level BPE second)."""
-    return [str(path) for _, path in TINY_MODELS]
 
 
 @pytest.fixture(

@@ -22,7 +22,7 @@ from dataclasses import dataclass
 
 import pytest
 import torch
-from conftest import TINY_MODELS_DIR
+from conftest import TINY_BERT_DIR, TINY_ROBERTA_DIR, TINY_SENTENCEPIECE_DIR
 from lm_eval.api.instance import Instance
 from reference_pll import float64_model, masked_set
 from transformers import AutoModelForMaskedLM, AutoTokenizer
@@ -46,7 +46,7 @@ so that words straddle window edges and the boundaries between windows' targets.
 FILLER = " the"
 """One token more in each fixture's tokenizer, whatever precedes it."""
 
-FIXTURES = ["tiny-bert-wordpiece", "tiny-roberta-bpe", "tiny-xlmr-unigram"]
+FIXTURES = [TINY_BERT_DIR, TINY_ROBERTA_DIR, TINY_SENTENCEPIECE_DIR]
 
 
 @dataclass(frozen=True)
@@ -56,9 +56,9 @@ class Fixture:
     model64: torch.nn.Module
 
 
-@pytest.fixture(scope="module", params=FIXTURES)
+@pytest.fixture(scope="module", params=FIXTURES, ids=[path.name for path in FIXTURES])
 def fixture(request: pytest.FixtureRequest) -> Fixture:
-    path = TINY_MODELS_DIR / request.param
+    path = request.param
     model = AutoModelForMaskedLM.from_pretrained(path)
     return Fixture(AutoTokenizer.from_pretrained(path), model, float64_model(model))
 

@@ -6,16 +6,15 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from conftest import TINY_MODELS, TINY_MODELS_DIR, minicons_run
+from conftest import TINY_BERT_DIR, TINY_MODELS, TINY_SENTENCEPIECE_DIR, minicons_run
 
 from pll_harness.metrics import METRICS
 from pll_harness.scorer import PLLScorer
 
 TOLERANCE = 1e-4
-SENTENCEPIECE = "tiny-xlmr-unigram"
 # The two shared tiny models and the sentencepiece one: WordPiece, byte-level BPE and
 # Metaspace/Unigram each draw word boundaries differently, which word_l2r depends on.
-MINICONS_MODELS = [*TINY_MODELS, (SENTENCEPIECE, TINY_MODELS_DIR / SENTENCEPIECE)]
+MINICONS_MODELS = [*TINY_MODELS, (TINY_SENTENCEPIECE_DIR.name, TINY_SENTENCEPIECE_DIR)]
 IN_MINICONS = [name for name, metric in METRICS.items() if metric.minicons]
 
 
@@ -43,8 +42,8 @@ def test_the_reference_was_scored_with_minicons_name_for_each_metric(minicons_sc
 
 def test_the_two_metrics_disagree_somewhere(minicons_scores):
     """Otherwise the word_l2r comparison above would not test anything beyond original."""
-    original = minicons_run(minicons_scores, "tiny-bert-wordpiece", "original")
-    word_l2r = minicons_run(minicons_scores, "tiny-bert-wordpiece", "word_l2r")
+    original = minicons_run(minicons_scores, TINY_BERT_DIR.name, "original")
+    word_l2r = minicons_run(minicons_scores, TINY_BERT_DIR.name, "word_l2r")
     differences = [abs(a["score"] - b["score"]) for a, b in zip(original, word_l2r, strict=True)]
     assert max(differences) > 0.1
 
@@ -59,7 +58,7 @@ def test_sentencepiece_reference_keeps_punctuation_in_the_word(
     for metric in ("original", "word_l2r"):
         (entry,) = [
             e
-            for e in minicons_run(minicons_scores, SENTENCEPIECE, metric)
+            for e in minicons_run(minicons_scores, TINY_SENTENCEPIECE_DIR.name, metric)
             if e["text"] == "The hooligan wrecked the souvenir."
         ]
         last_two[metric] = dict(entry["tokens"][-2:])

@@ -7,8 +7,8 @@ import shutil
 from pathlib import Path
 from typing import Any
 
-TESTS_DIR = Path(__file__).resolve().parent
-TINY_ROBERTA = TESTS_DIR / "fixtures" / "models" / "tiny-roberta-bpe"
+from conftest import TINY_ROBERTA_DIR
+
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 LLAMA_TEXT = "The traveler lost the souvenir. A cat sat on the mat. She is a nurse."
 """What the tiny Llama's tokenizer is trained on."""
@@ -21,7 +21,7 @@ def build_tiny_gpt2(folder: Path) -> Path:
 
     folder.mkdir(parents=True, exist_ok=True)
     for name in ("tokenizer.json", "tokenizer_config.json"):
-        shutil.copy(TINY_ROBERTA / name, folder / name)
+        shutil.copy(TINY_ROBERTA_DIR / name, folder / name)
     tokenizer = AutoTokenizer.from_pretrained(folder)
     sizes = {"n_positions": 64, "n_embd": 16, "n_layer": 1, "n_head": 2}
     return _save_random(folder, tokenizer, GPT2Config, GPT2LMHeadModel, **sizes)
