@@ -45,6 +45,7 @@ from pll_harness.tasks.catalog import (  # noqa: E402
     CROWS_PAIRS_BIAS_TYPES,
     CROWS_PAIRS_DATA,
     EVENTSADAPT,
+    EVENTSADAPT_BY_VOICE,
     EVENTSADAPT_PAIRS,
     EVENTSADAPT_TRIAL_TYPES,
     EVENTSADAPT_VOICES,
@@ -55,6 +56,7 @@ from pll_harness.tasks.catalog import (  # noqa: E402
     blimp_paradigms,
     clams_data_file,
     clams_files,
+    eventsadapt_trial_type_task,
     task_name,
     zorro_paradigms,
 )
@@ -334,22 +336,22 @@ def write_eventsadapt_yamls() -> None:
 
     for trial_type in EVENTSADAPT_TRIAL_TYPES:
         for voice in EVENTSADAPT_VOICES:
-            name = f"{EVENTSADAPT}_{trial_type.lower()}_{voice}"
+            name = f"{eventsadapt_trial_type_task(trial_type)}_{voice}"
             where = f"  where:\n    TrialType: {trial_type}\n    Voice: {voice}\n"
             alias = f"{trial_type} {voice}"
             _task_yaml(root / f"{name}.yaml", name, alias, EVENTSADAPT_PAIRS, extra=where)
     for trial_type, description in EVENTSADAPT_TRIAL_TYPES.items():
-        name = f"{EVENTSADAPT}_{trial_type.lower()}"
+        name = eventsadapt_trial_type_task(trial_type)
         group(name, f"{trial_type} ({description})", [f"{name}_{v}" for v in EVENTSADAPT_VOICES])
     for voice in EVENTSADAPT_VOICES:
-        cells = [f"{EVENTSADAPT}_{t.lower()}_{voice}" for t in EVENTSADAPT_TRIAL_TYPES]
+        cells = [f"{eventsadapt_trial_type_task(t)}_{voice}" for t in EVENTSADAPT_TRIAL_TYPES]
         group(f"{EVENTSADAPT}_{voice}", voice, cells)
     group(
-        EVENTSADAPT, "EventsAdapt", [f"{EVENTSADAPT}_{t.lower()}" for t in EVENTSADAPT_TRIAL_TYPES]
+        EVENTSADAPT,
+        "EventsAdapt",
+        [eventsadapt_trial_type_task(t) for t in EVENTSADAPT_TRIAL_TYPES],
     )
-    group(
-        f"{EVENTSADAPT}_by_voice", "EventsAdapt", [f"{EVENTSADAPT}_{v}" for v in EVENTSADAPT_VOICES]
-    )
+    group(EVENTSADAPT_BY_VOICE, "EventsAdapt", [f"{EVENTSADAPT}_{v}" for v in EVENTSADAPT_VOICES])
 
 
 def write_crows_pairs_yamls() -> None:

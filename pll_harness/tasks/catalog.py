@@ -208,6 +208,15 @@ EVENTSADAPT_TRIAL_TYPES: dict[str, str] = {
     "AAR": "animate-animate, reversible",
 }
 EVENTSADAPT_VOICES: tuple[str, ...] = ("active", "passive")
+EVENTSADAPT_BY_VOICE = f"{EVENTSADAPT}_by_voice"
+"""All the pairs again, grouped by voice rather than by trial type: the same number as
+``eventsadapt_pll``."""
+
+
+def eventsadapt_trial_type_task(trial_type: str) -> str:
+    """``AAN`` -> ``eventsadapt_pll_aan``: a trial type's group; its leaves add ``_<voice>``."""
+    return f"{EVENTSADAPT}_{trial_type.lower()}"
+
 
 # --------------------------------------------------------------------------- CrowS-Pairs
 
@@ -425,11 +434,11 @@ BENCHMARKS: tuple[Benchmark, ...] = (
         "EventsAdapt",
         (
             (EVENTSADAPT, "EventsAdapt"),
-            *((f"{EVENTSADAPT}_{t.lower()}", f"EA {t}") for t in EVENTSADAPT_TRIAL_TYPES),
+            *((eventsadapt_trial_type_task(t), f"EA {t}") for t in EVENTSADAPT_TRIAL_TYPES),
             *((f"{EVENTSADAPT}_{v}", f"EA {v}") for v in EVENTSADAPT_VOICES),
         ),
         "EventsAdapt columns pool their pairs",
-        aliases={f"{EVENTSADAPT}_by_voice": EVENTSADAPT},
+        aliases={EVENTSADAPT_BY_VOICE: EVENTSADAPT},
     ),
     Benchmark(
         CROWS_PAIRS,
