@@ -90,6 +90,22 @@ HIDDEN = 64
 LAYERS = 2
 HEADS = 2
 INTERMEDIATE = 128
+SIZES = {
+    "hidden_size": HIDDEN,
+    "num_hidden_layers": LAYERS,
+    "num_attention_heads": HEADS,
+    "intermediate_size": INTERMEDIATE,
+}
+"""The encoder sizes every tiny fixture shares (``build_tiny_sentencepiece.py`` too)."""
+ROBERTA_LAYOUT = {
+    "max_position_embeddings": MODEL_MAX_LENGTH + 2,
+    "type_vocab_size": 1,
+    "pad_token_id": 1,
+    "bos_token_id": 0,
+    "eos_token_id": 2,
+}
+"""What RoBERTa and XLM-R configs share: fairseq's special ids ``<s> <pad> </s>`` = 0-2,
+and positions counted from ``pad_token_id + 1``, so two more rows than usable positions."""
 BERT_VOCAB = 700  # the corpus has ~300 word types: 800 would hold nearly all of them whole
 ROBERTA_VOCAB = 800  # 256 byte symbols + 5 specials + merges
 TRAIN_STEPS = 2500
@@ -309,26 +325,16 @@ def _check_same_pipeline(tok: Tokenizer, rebuilt: Tokenizer, kind: str) -> None:
 
 def make_model(kind: str, vocab_size: int) -> PreTrainedModel:
     """Create an untrained tiny MLM with the sizes described in the module docstring."""
-    common = {
-        "vocab_size": vocab_size,
-        "hidden_size": HIDDEN,
-        "num_hidden_layers": LAYERS,
-        "num_attention_heads": HEADS,
-        "intermediate_size": INTERMEDIATE,
-    }
     if kind == "bert":
         return BertForMaskedLM(
-            BertConfig(**common, max_position_embeddings=MODEL_MAX_LENGTH, pad_token_id=0)
+            BertConfig(
+                vocab_size=vocab_size,
+                **SIZES,
+                max_position_embeddings=MODEL_MAX_LENGTH,
+                pad_token_id=0,
+            )
         )
-    config = RobertaConfig(
-        **common,
-        max_position_embeddings=MODEL_MAX_LENGTH + 2,
-        type_vocab_size=1,
-        pad_token_id=1,
-        bos_token_id=0,
-        eos_token_id=2,
-    )
-    return RobertaForMaskedLM(config)
+    return RobertaForMaskedLM(RobertaConfig(vocab_size=vocab_size, **SIZES, **ROBERTA_LAYOUT))
 
 
 def train_mlm(model: PreTrainedModel, tok: Tokenizer, corpus: list[str], spec: Spec) -> float:

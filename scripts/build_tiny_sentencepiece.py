@@ -47,12 +47,10 @@ from pathlib import Path
 import torch
 from build_tiny_models import (  # puts tests/fixtures on sys.path, for tiny_corpus
     FIXTURES,
-    HEADS,
-    HIDDEN,
-    INTERMEDIATE,
-    LAYERS,
     MODEL_MAX_LENGTH,
     MULTI_PIECE_WORDS,
+    ROBERTA_LAYOUT,
+    SIZES,
     Spec,
     fresh_folder,
     learn_merges,
@@ -147,19 +145,7 @@ def save_tokenizer(tokenizer: XLMRobertaTokenizer, out: Path) -> None:
 
 def make_model(vocab_size: int) -> XLMRobertaForMaskedLM:
     """An untrained tiny XLM-R of the sizes in the module docstring."""
-    config = XLMRobertaConfig(
-        vocab_size=vocab_size,
-        hidden_size=HIDDEN,
-        num_hidden_layers=LAYERS,
-        num_attention_heads=HEADS,
-        intermediate_size=INTERMEDIATE,
-        max_position_embeddings=MODEL_MAX_LENGTH + 2,
-        type_vocab_size=1,
-        pad_token_id=1,
-        bos_token_id=0,
-        eos_token_id=2,
-    )
-    return XLMRobertaForMaskedLM(config)
+    return XLMRobertaForMaskedLM(XLMRobertaConfig(vocab_size=vocab_size, **SIZES, **ROBERTA_LAYOUT))
 
 
 def verify(out: Path, built: XLMRobertaTokenizer) -> None:
