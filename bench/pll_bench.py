@@ -234,7 +234,9 @@ def head_flops(shape: dict[str, int]) -> float:
     return float(2 * shape["d"] ** 2 + 2 * shape["d"] * shape["vocab"])
 
 
-def useful_flops(lengths: list[int], copies: list[int], targets: list[int], shape) -> float:
+def useful_flops(
+    lengths: list[int], copies: list[int], targets: list[int], shape: dict[str, int]
+) -> float:
     return sum(
         c * encoder_flops(n, shape) + t * head_flops(shape)
         for n, c, t in zip(lengths, copies, targets, strict=True)
@@ -915,7 +917,7 @@ def _compare(row: dict[str, Any], ours: dict[str, Any], other: dict[str, Any]) -
         row["warning"] = "scored token counts differ from ours"
 
 
-def _row(result: dict[str, Any], metric: str, dtype: str, shape) -> dict[str, Any]:
+def _row(result: dict[str, Any], metric: str, dtype: str, shape: dict[str, int]) -> dict[str, Any]:
     flops = useful_flops(result["lengths"], result["copies"], result["targets"], shape)
     seconds = result["seconds"]
     row = {

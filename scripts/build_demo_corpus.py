@@ -62,7 +62,7 @@ import re
 import subprocess
 import sys
 import unicodedata
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator, Sequence
 from html.parser import HTMLParser
 from pathlib import Path
 
@@ -318,7 +318,7 @@ def to_sentence(s: str) -> str:
 _DETERMINERS = {"a", "an", "the", "any", "one", "someone", "something", "somebody"}
 
 
-def wordnet_docs(root: Path):
+def wordnet_docs(root: Path) -> Iterator[list[str]]:
     wn = root / "usr/share/wordnet"
     examples, glosses = [], []
     for pos in ("noun", "verb", "adj", "adv"):
@@ -368,7 +368,7 @@ def wordnet_docs(root: Path):
 class _Paragraphs(HTMLParser):
     """Collect the text of <p>, <li> and <dd> blocks of a Sphinx page's body, skipping code."""
 
-    def __init__(self):
+    def __init__(self) -> None:
         super().__init__(convert_charrefs=True)
         self.paras: list[str] = []
         self._buf: list[str] | None = None
@@ -376,7 +376,7 @@ class _Paragraphs(HTMLParser):
         self._in_body = False
         self._depth = 0
 
-    def handle_starttag(self, tag, attrs):
+    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
         cls = dict(attrs).get("class") or ""
         if tag == "div" and "body" in cls.split():
             self._in_body = True
@@ -385,19 +385,19 @@ class _Paragraphs(HTMLParser):
         if tag == "p" and self._in_body:
             self._buf = []
 
-    def handle_endtag(self, tag):
+    def handle_endtag(self, tag: str) -> None:
         if tag in ("pre", "script", "style") and self._skip:
             self._skip -= 1
         if tag == "p" and self._buf is not None:
             self.paras.append("".join(self._buf))
             self._buf = None
 
-    def handle_data(self, data):
+    def handle_data(self, data: str) -> None:
         if self._buf is not None:
             self._buf.append(data)
 
 
-def python_doc_docs(root: Path):
+def python_doc_docs(root: Path) -> Iterator[list[str]]:
     base = root / "usr/share/doc/python3.11/html"
     for path in sorted(base.rglob("*.html")):
         rel = path.relative_to(base).as_posix()
@@ -412,7 +412,7 @@ def python_doc_docs(root: Path):
             yield doc
 
 
-def jargon_docs(root: Path):
+def jargon_docs(root: Path) -> Iterator[list[str]]:
     with gzip.open(root / "usr/share/dictd/jargon.dict.dz", "rt", encoding="utf-8") as f:
         raw = f.read()
     for block in re.split(r"\n\s*\n", raw):
@@ -425,7 +425,7 @@ def jargon_docs(root: Path):
         yield split_sentences(text)
 
 
-def kjv_docs(root_text: Path, root_prog: Path):
+def kjv_docs(root_text: Path, root_prog: Path) -> Iterator[list[str]]:
     prog = root_prog / "usr/bin/bible"
     out = subprocess.run(
         [str(prog), "-p", str(root_text / "usr/lib"), "-f", "Gen1:1-Rev22:21"],
@@ -447,7 +447,7 @@ def kjv_docs(root_text: Path, root_prog: Path):
         yield doc
 
 
-def fortune_docs(root: Path):
+def fortune_docs(root: Path) -> Iterator[list[str]]:
     for name in ("fortunes", "literature", "riddles"):
         text = (root / "usr/share/games/fortunes" / name).read_text(errors="replace")
         for item in text.split("\n%\n"):
@@ -517,7 +517,9 @@ def gutenberg_order(repo: PinnedRepo) -> list[tuple[str, str]]:
     return order
 
 
-def gutenberg_docs(repo: PinnedRepo, books: list[dict], doc_sentences: int = 100):
+def gutenberg_docs(
+    repo: PinnedRepo, books: list[dict], doc_sentences: int = 100
+) -> Iterator[list[str]]:
     """Documents of at most ``doc_sentences`` consecutive sentences of each English book;
     every book read is appended to ``books`` (its path, eBook number and what was done)."""
     for path, blob in gutenberg_order(repo):
@@ -546,7 +548,7 @@ def sentence_key(s: str) -> str:
     return re.sub(r"\W+", " ", normalise(s).lower()).strip()
 
 
-def eval_sentences(args) -> tuple[dict[str, set[str]], dict[str, str]]:
+def eval_sentences(args: argparse.Namespace) -> tuple[dict[str, set[str]], dict[str, str]]:
     """Normalised keys of every sentence of each evaluation set, and where each set came from."""
     sets: dict[str, set[str]] = {}
     origin: dict[str, str] = {}
@@ -601,7 +603,7 @@ def resolve_sources(spec: str) -> list[str]:
     return names
 
 
-def main(argv=None) -> int:
+def main(argv: Sequence[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--work", type=Path, default=REPO_ROOT / ".demo-train" / "corpus-src")
     ap.add_argument("--out", type=Path, default=REPO_ROOT / ".demo-train" / "corpus.txt")

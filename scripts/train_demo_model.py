@@ -65,10 +65,19 @@ import signal
 import sys
 import time
 from array import array
-from collections.abc import Callable
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
+from types import FrameType
+from typing import TYPE_CHECKING
 
 import torch
+
+if TYPE_CHECKING:
+    from tokenizers import Tokenizer
+    from transformers import BertForMaskedLM
+
+Batch = tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]
+"""A masked batch: inputs, attention mask, labels, flat indices of the masked positions."""
 
 SPECIALS = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
 REPO_ROOT = Path(__file__).resolve().parent.parent
@@ -120,7 +129,7 @@ def is_heldout(doc: list[str], fraction: float) -> bool:
 # Tokenizer
 
 
-def train_tokenizer(docs: list[list[str]], vocab_size: int):
+def train_tokenizer(docs: list[list[str]], vocab_size: int) -> Tokenizer:
     from tokenizers import Tokenizer, decoders, models, normalizers, pre_tokenizers, processors
     from tokenizers.trainers import WordPieceTrainer
 
@@ -189,7 +198,7 @@ def save_hf_tokenizer(tokenizer_json: str, out: Path, seq_len: int) -> None:
 # Data
 
 
-def prepare(corpus: Path, args) -> dict:
+def prepare(corpus: Path, args: argparse.Namespace) -> dict:
     """Tokenizer, held-out flags and packed sequences of a corpus, as one dict (see ``pack``)."""
     if not corpus.is_file():
         raise SystemExit(
@@ -207,7 +216,7 @@ def prepare(corpus: Path, args) -> dict:
     return data
 
 
-def pack(docs: list[list[str]], held: list[bool], tok, seq_len: int) -> dict:
+def pack(docs: list[list[str]], held: list[bool], tok: Tokenizer, seq_len: int) -> dict:
     """Greedy packing of consecutive sentences of a document into [CLS] ... [SEP] sequences.
 
     Returns ``tokens`` (int16, all sequences end to end), ``lengths`` (int16 per sequence) and
@@ -270,7 +279,17 @@ def load_data(path: Path) -> dict:
     return data
 
 
-def make_batch(tokens, starts, idx, pad_id, mask_id, vocab_size, n_special, gen, mlm_prob=0.15):
+def make_batch(
+    tokens: torch.Tensor,
+    starts: torch.Tensor,
+    idx: Sequence[int],
+    pad_id: int,
+    mask_id: int,
+    vocab_size: int,
+    n_special: int,
+    gen: torch.Generator,
+    mlm_prob: float = 0.15,
+) -> Batch:
     """Pad the sequences ``idx`` and mask them for MLM with the CPU generator ``gen``.
 
     Returns (inputs, attention mask, labels, flat indices of the masked positions).
@@ -298,7 +317,9 @@ def make_batch(tokens, starts, idx, pad_id, mask_id, vocab_size, n_special, gen,
     return inputs, attn, labels, chosen.view(-1).nonzero().squeeze(1)
 
 
-def epoch_batches(lengths: torch.Tensor, train_ids: torch.Tensor, epoch: int, args):
+def epoch_batches(
+    lengths: torch.Tensor, train_ids: torch.Tensor, epoch: int, args: argparse.Namespace
+) -> list[list[int]]:
     """The batches of one epoch: a seeded permutation of the training sequences, sorted by
     length inside windows of 50 batches (less padding), the batches then shuffled."""
     g = torch.Generator().manual_seed(args.seed + epoch)
@@ -320,7 +341,7 @@ def epoch_batches(lengths: torch.Tensor, train_ids: torch.Tensor, epoch: int, ar
 # Model, schedule, evaluation, export
 
 
-def build_model(vocab_size: int, args):
+def build_model(vocab_size: int, args: argparse.Namespace) -> BertForMaskedLM:
     from transformers import BertConfig, BertForMaskedLM
 
     if args.hidden % args.heads:
@@ -341,7 +362,9 @@ def build_model(vocab_size: int, args):
     return BertForMaskedLM(config)
 
 
-def make_optimizer(model, args, device: torch.device) -> torch.optim.Optimizer:
+def make_optimizer(
+    model: BertForMaskedLM, args: argparse.Namespace, device: torch.device
+) -> torch.optim.Optimizer:
     """AdamW with the BERT recipe's betas; no weight decay on biases and LayerNorm weights."""
     decay = [p for p in model.parameters() if p.ndim >= 2]
     no_decay = [p for p in model.parameters() if p.ndim < 2]
@@ -357,7 +380,13 @@ def make_optimizer(model, args, device: torch.device) -> torch.optim.Optimizer:
     )
 
 
-def train_step(model, opt, batch, device, amp: bool) -> torch.Tensor:
+def train_step(
+    model: BertForMaskedLM,
+    opt: torch.optim.Optimizer,
+    batch: Batch,
+    device: torch.device,
+    amp: bool,
+) -> torch.Tensor:
     """One optimiser step on ``batch`` (from ``make_batch``); returns the loss, on the device."""
     loss = mlm_loss(model, *batch, device, amp)
     opt.zero_grad(set_to_none=True)
@@ -367,7 +396,15 @@ def train_step(model, opt, batch, device, amp: bool) -> torch.Tensor:
     return loss
 
 
-def fit_steps(model, data, tok, device, amp: bool, args, t_run: float) -> int:
+def fit_steps(
+    model: BertForMaskedLM,
+    data: dict,
+    tok: Tokenizer,
+    device: torch.device,
+    amp: bool,
+    args: argparse.Namespace,
+    t_run: float,
+) -> int:
     """The number of steps that end the training, its held-out evaluations included, by
     ``--fit-minutes`` after the run started, ``--fit-reserve`` seconds left for the final
     evaluation and export, at the speed ``probe_speed`` measures; ``PROBE_MARGIN`` of the time
@@ -425,7 +462,14 @@ def probe_windows(time_window: Callable[[int], float]) -> list[float]:
             return windows
 
 
-def probe_speed(model, data, tok, device, amp: bool, args) -> tuple[list[float], float]:
+def probe_speed(
+    model: BertForMaskedLM,
+    data: dict,
+    tok: Tokenizer,
+    device: torch.device,
+    amp: bool,
+    args: argparse.Namespace,
+) -> tuple[list[float], float]:
     """Seconds a training step in each timed window (after one untimed step per batch
     length, see ``probe_batches`` and ``probe_windows``) and per held-out evaluation,
     measured on a copy of the model with its own optimiser and random generator, thrown
@@ -439,7 +483,14 @@ def probe_speed(model, data, tok, device, amp: bool, args) -> tuple[list[float],
     return speed
 
 
-def _probe_speed(model, data, tok, device, amp: bool, args) -> tuple[list[float], float]:
+def _probe_speed(
+    model: BertForMaskedLM,
+    data: dict,
+    tok: Tokenizer,
+    device: torch.device,
+    amp: bool,
+    args: argparse.Namespace,
+) -> tuple[list[float], float]:
     probe = copy.deepcopy(model)
     opt = make_optimizer(probe, args, device)
     gen = torch.Generator().manual_seed(args.seed + 2)
@@ -475,7 +526,7 @@ def _probe_speed(model, data, tok, device, amp: bool, args) -> tuple[list[float]
     return windows, time.time() - t0
 
 
-def lr_at(step: int, args) -> float:
+def lr_at(step: int, args: argparse.Namespace) -> float:
     """Linear warm-up over ``--warmup`` of the steps, then cosine decay to 0."""
     warm = max(1, int(args.warmup * args.steps))
     if step < warm:
@@ -484,7 +535,15 @@ def lr_at(step: int, args) -> float:
     return args.lr * max(0.0, 0.5 * (1 + math.cos(math.pi * min(1.0, frac))))
 
 
-def mlm_loss(model, inputs, attn, labels, sel, device, amp: bool):
+def mlm_loss(
+    model: BertForMaskedLM,
+    inputs: torch.Tensor,
+    attn: torch.Tensor,
+    labels: torch.Tensor,
+    sel: torch.Tensor,
+    device: torch.device,
+    amp: bool,
+) -> torch.Tensor:
     """Mean cross-entropy over the masked positions; the MLM head runs on those positions only
     (the vocabulary projection of every position would cost about as much as the encoder)."""
     inputs, attn = inputs.to(device, non_blocking=True), attn.to(device, non_blocking=True)
@@ -496,7 +555,15 @@ def mlm_loss(model, inputs, attn, labels, sel, device, amp: bool):
     return torch.nn.functional.cross_entropy(logits.float(), targets)
 
 
-def heldout_loss(model, data, ids, tok, device, amp, args) -> float | None:
+def heldout_loss(
+    model: BertForMaskedLM,
+    data: dict,
+    ids: Sequence[int],
+    tok: Tokenizer,
+    device: torch.device,
+    amp: bool,
+    args: argparse.Namespace,
+) -> float | None:
     """MLM loss on the held-out sequences ``ids`` with fixed masks (same at every call)."""
     if len(ids) == 0:
         return None
@@ -534,7 +601,12 @@ def blimp_dev_pairs(per_paradigm: int, seed: int) -> list[tuple[str, str, str]]:
     return pairs
 
 
-def blimp_dev(model, tokenizer_dir: Path, pairs, device) -> dict:
+def blimp_dev(
+    model: BertForMaskedLM,
+    tokenizer_dir: Path,
+    pairs: Sequence[tuple[str, str, str]],
+    device: torch.device,
+) -> dict:
     """word_l2r accuracy on the development pairs, overall and by phenomenon."""
     try:
         from pll_harness.scorer import PLLScorer
@@ -562,7 +634,9 @@ def blimp_dev(model, tokenizer_dir: Path, pairs, device) -> dict:
     }
 
 
-def export(model, tokenizer_json: str, out: Path, seq_len: int, max_mb: float) -> int:
+def export(
+    model: BertForMaskedLM, tokenizer_json: str, out: Path, seq_len: int, max_mb: float
+) -> int:
     """Write the shipped files into ``out``; refuse weights above ``max_mb`` (10^6 bytes)."""
     from safetensors.torch import save_file
 
@@ -609,7 +683,7 @@ def positive_minutes(text: str) -> float:
     return value
 
 
-def parse_args(argv):
+def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--corpus", type=Path, default=REPO_ROOT / ".demo-train" / "corpus.txt")
     ap.add_argument("--work", type=Path, default=REPO_ROOT / ".demo-train" / "run")
@@ -681,7 +755,7 @@ def resolve_device(name: str) -> torch.device:
 
 
 @contextlib.contextmanager
-def work_lock(work: Path):
+def work_lock(work: Path) -> Iterator[None]:
     """Hold ``<work>/.lock`` for the run: a second run on the same folder is refused."""
     work.mkdir(parents=True, exist_ok=True)
     with open(work / ".lock", "w") as f:
@@ -699,7 +773,7 @@ class StopSignal:
         self.received: int | None = None
         self._old = {s: signal.signal(s, self._handle) for s in (signal.SIGINT, signal.SIGTERM)}
 
-    def _handle(self, signum, frame) -> None:
+    def _handle(self, signum: int, frame: FrameType | None) -> None:
         self.received = signum
 
     def restore(self) -> None:
@@ -707,13 +781,13 @@ class StopSignal:
             signal.signal(s, h)
 
 
-def main(argv=None) -> int:
+def main(argv: Sequence[str] | None = None) -> int:
     args = parse_args(argv)
     with work_lock(args.work):
         return run(args)
 
 
-def run(args) -> int:
+def run(args: argparse.Namespace) -> int:
     t_run = time.time()
     device = resolve_device(args.device)
     amp = args.amp == "bf16" or (args.amp == "auto" and device.type == "cuda")
