@@ -22,7 +22,9 @@ out=${out:-results/pll-demo}
 limit_args=()
 [ "$limit" = all ] || limit_args=(--limit "$limit")
 export HF_HUB_OFFLINE=1 HF_DATASETS_OFFLINE=1 TOKENIZERS_PARALLELISM=false
-for metric in original word_l2r whole_word sentence_l2r; do
+# Every metric of the registry (pll_harness/metrics.py), which numpy alone can import.
+metrics=$(python -c 'from pll_harness.metrics import PLL_METRICS; print(*PLL_METRICS)')
+for metric in $metrics; do
     rm -rf "${out:?}/$metric"
     lm_eval --model pll-mlm --model_args "pretrained=pll-demo,pll_metric=$metric" \
         --tasks blimp_pll,eventsadapt_pll --device cpu --batch_size auto \

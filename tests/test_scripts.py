@@ -31,6 +31,8 @@ import pytest
 import torch
 from conftest import REPO_ROOT, TINY_BERT_DIR
 
+from pll_harness.metrics import PLL_METRICS
+
 PYTHON_SCRIPTS = sorted([*REPO_ROOT.glob("bench/*.py"), *REPO_ROOT.glob("scripts/*.py")])
 SHELL_SCRIPTS = sorted([*REPO_ROOT.glob("bench/*.sh"), *REPO_ROOT.glob("scripts/*.sh")])
 # scripts/*.sh whose --help is safe to run (bench/gpu*.sh install or download).
@@ -39,7 +41,7 @@ SHELL_HELP = ["check_lm_eval_versions.sh", "evaluate_demo_model.sh", "make_minic
 MINICONS_PYTHON = REPO_ROOT / "bench" / ".minicons-venv" / "bin" / "python"
 IN_MINICONS_VENV = {"minicons_reference.py"}
 OFFLINE = {**os.environ, "HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1"}
-DEMO_METRICS = ["original", "sentence_l2r", "whole_word", "word_l2r"]
+DEMO_METRICS = sorted(PLL_METRICS)
 
 
 def _help(script: Path) -> subprocess.CompletedProcess[str] | None:
@@ -223,7 +225,9 @@ def _evaluate_demo_model(tmp_path: Path, *args: str) -> tuple[Path, list[str]]:
         '"$out/pll-demo/results_new.json"\n',
     )  # fmt: skip
     _stub(bin_dir, "pll-harness", "")
-    env = {**os.environ, "PATH": f"{bin_dir}{os.pathsep}{os.environ['PATH']}"}
+    # The script reads the metrics through `python`: this one, which has pll_harness.
+    path = os.pathsep.join([str(bin_dir), str(Path(sys.executable).parent), os.environ["PATH"]])
+    env = {**os.environ, "PATH": path}
     done = subprocess.run(
         ["bash", str(repo / "scripts" / "evaluate_demo_model.sh"), *args], cwd=tmp_path,
         env=env, capture_output=True, text=True, timeout=60,
