@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+import inspect
 import subprocess
 import sys
 
 import pytest
 
-from pll_harness.cli import main
+from pll_harness.cli import build_parser, main
 
 
 def test_an_output_that_is_a_folder_is_an_error_not_a_traceback(tmp_path, tiny_bert_dir, capsys):
@@ -130,6 +131,14 @@ def test_the_help_states_the_defaults_the_tools_use(command, capsys):
     else:
         cpu, accelerator = DEFAULT_CHUNK_SIZES["cpu"], DEFAULT_CHUNK_SIZES["accelerator"]
         assert f"(default: {cpu} on the CPU, {accelerator} on a GPU)" in text
+    if command == "diagnose":
+        from pll_harness.tools.diagnose import diagnose
+
+        defaults = inspect.signature(diagnose).parameters
+        args = build_parser().parse_args(["diagnose", "-m", "some-model"])
+        for name in ("dataset", "output_dir"):
+            assert getattr(args, name) == defaults[name].default
+            assert f"(default: {defaults[name].default})" in text
 
 
 @pytest.mark.parametrize("link", ["same", "symlink", "hardlink"])
