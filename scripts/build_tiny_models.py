@@ -52,7 +52,7 @@ import string
 import sys
 import time
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -160,18 +160,23 @@ def learn_merges(
             known.add(merged)
         rewritten: Counter[tuple[str, ...]] = Counter()
         for symbols, count in words.items():
-            out: list[str] = []
-            i = 0
-            while i < len(symbols):
-                if i + 1 < len(symbols) and (symbols[i], symbols[i + 1]) == best:
-                    out.append(merged)
-                    i += 2
-                else:
-                    out.append(symbols[i])
-                    i += 1
-            rewritten[tuple(out)] += count
+            rewritten[tuple(merge_pair(symbols, best, merged))] += count
         words = rewritten
     return merges
+
+
+def merge_pair(symbols: Sequence[str], pair: tuple[str, str], merged: str) -> list[str]:
+    """``symbols`` with each occurrence of ``pair``, left to right, replaced by ``merged``."""
+    out: list[str] = []
+    i = 0
+    while i < len(symbols):
+        if i + 1 < len(symbols) and (symbols[i], symbols[i + 1]) == pair:
+            out.append(merged)
+            i += 2
+        else:
+            out.append(symbols[i])
+            i += 1
+    return out
 
 
 def pre_tokenized_words(tok: Tokenizer, texts: list[str]) -> Counter[str]:

@@ -54,6 +54,7 @@ from build_tiny_models import (  # puts tests/fixtures on sys.path, for tiny_cor
     Spec,
     fresh_folder,
     learn_merges,
+    merge_pair,
     pre_tokenized_words,
     train_save_report,
 )
@@ -122,15 +123,7 @@ def apply_merges(word: str, merges: list[tuple[str, str]]) -> list[str]:
     """The BPE segmentation of one pre-tokenized word (merges in the order learned)."""
     symbols = list(word)
     for left, right in merges:
-        i, out = 0, []
-        while i < len(symbols):
-            if i + 1 < len(symbols) and symbols[i] == left and symbols[i + 1] == right:
-                out.append(left + right)
-                i += 2
-            else:
-                out.append(symbols[i])
-                i += 1
-        symbols = out
+        symbols = merge_pair(symbols, (left, right), left + right)
     return symbols
 
 
