@@ -7,7 +7,6 @@ import importlib.util
 import json
 import math
 import os
-import subprocess
 import sys
 from pathlib import Path
 
@@ -16,12 +15,12 @@ import pytest
 import torch
 from conftest import TINY_BERT_DIR
 from lm_eval.tasks import TaskManager
+from lm_eval_runs import run_checked
 
 import pll_harness
 from pll_harness.task_paths import TASK_DIR
 
 REPO = Path(__file__).resolve().parents[1]
-OFFLINE = {"HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"}
 
 
 # --------------------------------------------------------------------------- hf (causal)
@@ -136,12 +135,8 @@ def test_lm_eval_cli_with_pll_mlm(tmp_path: Path) -> None:
         str(tmp_path / "out"),
     ]
     package_root = str(Path(pll_harness.__file__).resolve().parents[1])
-    env = {**os.environ, **OFFLINE, "TOKENIZERS_PARALLELISM": "false"}
-    env["PYTHONPATH"] = os.pathsep.join(filter(None, [package_root, env.get("PYTHONPATH")]))
-    done = subprocess.run(
-        command, env=env, cwd=tmp_path, capture_output=True, text=True, timeout=900
-    )
-    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-5000:]
+    python_path = os.pathsep.join(filter(None, [package_root, os.environ.get("PYTHONPATH")]))
+    done = run_checked(command, tmp_path, TRANSFORMERS_OFFLINE="1", PYTHONPATH=python_path)
 
     results_files = list((tmp_path / "out").rglob("results_*.json"))
     assert len(results_files) == 1, done.stderr[-3000:]
