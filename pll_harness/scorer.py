@@ -14,6 +14,7 @@ import itertools
 import logging
 import math
 import numbers
+import os
 import queue
 from collections.abc import Callable, Generator, Iterable, Iterator, Sequence
 from dataclasses import dataclass
@@ -254,6 +255,7 @@ class PLLScorer:
         batch_size: int | None = None,
         max_length: int | None = None,
     ) -> None:
+        _check_given_as(loaded=True, model=model, tokenizer=tokenizer)
         self._metric = get_metric(pll_metric)
         self.metric = self._metric.name
         check_sizes(max_batch_tokens=max_batch_tokens, batch_size=batch_size, max_length=max_length)
@@ -332,6 +334,7 @@ class PLLScorer:
         revision, trust_remote_code, dtype, attn_implementation).
         """
         check_known(load_kwargs, _loading_arguments(), "PLLScorer.from_pretrained", ALIASES)
+        _check_given_as(loaded=False, pretrained=pretrained, tokenizer=load_kwargs.get("tokenizer"))
         loaded: LoadedModel = load_masked_lm(pretrained, device=device, **load_kwargs)
         return cls(
             loaded.model,
@@ -778,6 +781,27 @@ def _texts(texts: Iterable[Any]) -> Iterator[str]:
                 "text. Convert it, or drop it (a missing value of a table column reads as nan)."
             )
         yield text
+
+
+def _check_given_as(loaded: bool, **given: Any) -> None:
+    """``PLLScorer(model, tokenizer)`` takes loaded objects and ``from_pretrained`` (so
+    ``score(model=...)``) names or folders.  Either given the other's failed deep inside,
+    with a message that misled: a tokenizer's name read as a slow tokenizer, a loaded
+    model as a bad path."""
+    for name, value in given.items():
+        if value is None or isinstance(value, str | os.PathLike) != loaded:
+            continue
+        if loaded:
+            raise TypeError(
+                f"PLLScorer() takes a loaded model and tokenizer, but {name} is the name "
+                f"{value!r}: load it (AutoModelForMaskedLM / AutoTokenizer.from_pretrained), "
+                "or let PLLScorer.from_pretrained(checkpoint, tokenizer=...) load both."
+            )
+        raise TypeError(
+            f"PLLScorer.from_pretrained and score(model=...) load from a hub name or a "
+            f"folder, but {name} is a loaded {type(value).__name__}: build the scorer of a "
+            "loaded model with PLLScorer(model, tokenizer), and pass that to score(model=...)."
+        )
 
 
 def _max_length(model: torch.nn.Module, tokenizer: Any, asked: int | None) -> int:

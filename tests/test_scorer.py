@@ -926,3 +926,23 @@ def test_twin_sequences_read_their_twins_flags_as_well_as_their_scores(model_dir
         assert twin.token_logprobs == alone.token_logprobs
         assert twin.token_greedy == alone.token_greedy
         assert twin.is_greedy == alone.is_greedy
+
+
+def test_names_and_loaded_objects_given_in_each_others_place_say_which_to_use(tiny_bert_dir):
+    """A tokenizer's name read as a slow tokenizer, and a loaded model as a bad path."""
+    from transformers import AutoModelForMaskedLM, AutoTokenizer
+
+    from pll_harness import score
+
+    model = AutoModelForMaskedLM.from_pretrained(tiny_bert_dir)
+    tokenizer = AutoTokenizer.from_pretrained(tiny_bert_dir)
+    with pytest.raises(TypeError, match=r"tokenizer is the name .* let PLLScorer.from_pretrained"):
+        PLLScorer(model, tiny_bert_dir)
+    with pytest.raises(TypeError, match=r"model is the name"):
+        PLLScorer(tiny_bert_dir, tokenizer)
+    with pytest.raises(TypeError, match=r"pretrained is a loaded BertForMaskedLM: .*PLLScorer\("):
+        PLLScorer.from_pretrained(model)
+    with pytest.raises(TypeError, match=r"tokenizer is a loaded"):
+        PLLScorer.from_pretrained(tiny_bert_dir, tokenizer=tokenizer)
+    with pytest.raises(TypeError, match=r"pretrained is a loaded BertForMaskedLM"):
+        score("The cat sat.", model=model)
