@@ -35,7 +35,13 @@ from pll_harness.encoding import (
     whitespace_inside_words,
 )
 from pll_harness.heads import split_masked_lm
-from pll_harness.loading import FOR_CAUSAL_LMS, LoadedModel, load_masked_lm, model_max_length
+from pll_harness.loading import (
+    FOR_CAUSAL_LMS,
+    LoadedModel,
+    load_masked_lm,
+    model_max_length,
+    resolve_device,
+)
 from pll_harness.metrics import DEFAULT_METRIC, get_metric
 from pll_harness.parts import PARTS_FROM, MadeAhead, in_parts, prepared_ahead, request_parts
 from pll_harness.planning import Batching, Work, WorkPlanner
@@ -275,7 +281,7 @@ class PLLScorer:
             )
         self.model = model.eval()
         self.tokenizer = tokenizer
-        self.device = torch.device(device) if device is not None else _model_device(model)
+        self.device = _placed(model, device)
         self.specials: SpecialTokens = special_tokens(tokenizer)
         if _attends_causally(model, tokenizer, self.specials, self.device):
             raise ValueError(
@@ -917,6 +923,20 @@ def _vocab_size(model: torch.nn.Module) -> int:
     """The head's output width, which sizes its chunks.  ``config.vocab_size`` rather than
     the output embeddings, which for DeBERTa-v3's head are a hidden-by-hidden layer."""
     return int(model.config.vocab_size)
+
+
+def _placed(model: torch.nn.Module, device: str | torch.device | None) -> torch.device:
+    """Where inputs go, with ``model`` moved there: a loaded model's ``device`` is checked
+    as loading checks it (a CUDA device on a machine without CUDA falls back to the CPU
+    with a warning) and the model is moved, as loading moves it and as minicons does.
+    Unmoved, a CPU model fed CUDA inputs failed with a misleading error.  A model
+    dispatched by accelerate (``device_map``) stays where its hooks put it."""
+    if device is None:
+        return _model_device(model)
+    target = resolve_device(device)
+    if not hasattr(model, "hf_device_map") and _model_device(model) != target:
+        model.to(target)
+    return target
 
 
 def _model_device(model: torch.nn.Module) -> torch.device:

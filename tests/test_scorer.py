@@ -7,6 +7,7 @@ Tolerance: 1e-4 nats per sentence (the engine runs float32; the reference float6
 from __future__ import annotations
 
 import dataclasses
+import logging
 import math
 import pickle
 import random
@@ -770,14 +771,18 @@ def test_a_text_with_a_lone_surrogate_is_named(request, model):
         scorer.score(["The cat sat.", "a\ud800b"])
 
 
-def test_only_large_runs_are_split_and_only_where_parts_are_prepared_ahead(tiny_bert_dir):
+def test_only_large_runs_are_split_and_only_where_parts_are_prepared_ahead(
+    tiny_bert_dir, monkeypatch
+):
     """Parts cost partly filled batches and pay only where tokenizing overlaps the device:
     a CPU scorer never splits, an accelerator's (here the meta device, which needs no
-    hardware) splits from PARTS_FROM requests on."""
+    hardware, and on which the model's check of its attention cannot run) splits from
+    PARTS_FROM requests on."""
     from transformers import AutoModelForMaskedLM, AutoTokenizer
 
     from pll_harness.parts import PARTS_FROM
 
+    monkeypatch.setattr(scorer_module, "_attends_causally", lambda *args: False)
     model = AutoModelForMaskedLM.from_pretrained(tiny_bert_dir)
     tokenizer = AutoTokenizer.from_pretrained(tiny_bert_dir)
     elsewhere = PLLScorer(model, tokenizer, device="meta", max_batch_tokens=100)
@@ -946,3 +951,22 @@ def test_names_and_loaded_objects_given_in_each_others_place_say_which_to_use(ti
         PLLScorer.from_pretrained(tiny_bert_dir, tokenizer=tokenizer)
     with pytest.raises(TypeError, match=r"pretrained is a loaded BertForMaskedLM"):
         score("The cat sat.", model=model)
+
+
+def test_a_loaded_model_goes_to_the_device_asked_for(tiny_bert_dir, monkeypatch, caplog):
+    """As from_pretrained loads it: CUDA on a machine without it falls back to the CPU with
+    a warning, and the model is moved (left behind, a CPU model fed CUDA inputs failed
+    with an error about fixed-length models).  The meta device stands in for an
+    accelerator; the model's check of its attention cannot run there."""
+    from transformers import AutoModelForMaskedLM, AutoTokenizer
+
+    model = AutoModelForMaskedLM.from_pretrained(tiny_bert_dir)
+    tokenizer = AutoTokenizer.from_pretrained(tiny_bert_dir)
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    with caplog.at_level(logging.WARNING):
+        scorer = PLLScorer(model, tokenizer, device="cuda")
+    assert scorer.device == torch.device("cpu") and "CUDA is not available" in caplog.text
+    assert scorer.score(["The cat sat."])[0].token_logprobs
+    monkeypatch.setattr(scorer_module, "_attends_causally", lambda *args: False)
+    assert PLLScorer(model, tokenizer, device="meta").device == torch.device("meta")
+    assert {parameter.device.type for parameter in model.parameters()} == {"meta"}
