@@ -261,6 +261,18 @@ class PLLScorer:
         batch_size: int | None = None,
         max_length: int | None = None,
     ) -> None:
+        """A scorer of a loaded model; :meth:`from_pretrained` loads one by name.
+
+        ``pll_metric`` is one of :data:`pll_harness.PLL_METRICS` (README "What PLL is, and
+        which metric to pick"; minicons' ``within_word_l2r`` is ``word_l2r``).  ``device``
+        (None: where the model is) is where the batches run; the model is moved there.
+        ``max_batch_tokens`` bounds the tokens of one forward pass (by default from the
+        memory at hand), and the masked copies of as many texts as fit share a pass:
+        ``batch_size`` (lm-eval's ``max_batch_size``) only caps how many texts' copies
+        do.  ``max_length`` is the longest input, special tokens included (default: the
+        model's); a longer text is scored in windows.  Scores differ with the batching
+        only through float rounding.
+        """
         _check_given_as(loaded=True, model=model, tokenizer=tokenizer)
         self._metric = get_metric(pll_metric)
         self.metric = self._metric.name
