@@ -109,7 +109,8 @@ class SentenceScore:
     are slices of a run's :class:`ScoredTokens`, made when read; a score compares, hashes,
     pickles and matches (``case SentenceScore(text, tokens, ...)``) by its values, like the
     frozen dataclass it was until 2026-11, and a score pickled then still loads.  It is no
-    dataclass now: ``as_dict()`` serves where ``dataclasses.asdict`` did.  A score keeps
+    dataclass now: ``values()`` gives what ``dataclasses.astuple`` did, and ``as_dict()``
+    a token log's record, not ``dataclasses.asdict``'s fields.  A score keeps
     its whole run's block alive; to keep a few scores of a large run without it, copy them
     (``SentenceScore(*score.values())``).
     """
@@ -203,6 +204,8 @@ class SentenceScore:
         return f"SentenceScore({', '.join(f'{name}={value!r}' for name, value in fields)})"
 
     def as_dict(self) -> dict[str, Any]:
+        """The score as ``token_log`` writes it (README "Token-level results"): with
+        ``logprob`` and ``is_greedy``, without ``token_ids``."""
         return {
             "text": self.text,
             "logprob": self.logprob,
