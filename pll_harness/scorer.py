@@ -351,8 +351,11 @@ class PLLScorer:
     ) -> PLLScorer:
         """Load a checkpoint (hub name or local folder) and build a scorer for it.
 
-        ``load_kwargs`` go to :func:`pll_harness.loading.load_masked_lm` (tokenizer,
-        revision, trust_remote_code, dtype, attn_implementation).
+        ``device`` None picks CUDA where there is one; the other arguments are as in
+        :class:`PLLScorer`.  ``load_kwargs`` go to
+        :func:`pll_harness.loading.load_masked_lm`: tokenizer (a name or folder),
+        revision, trust_remote_code, dtype, attn_implementation, device_map and
+        add_prefix_space.
         """
         check_known(load_kwargs, _loading_arguments(), "PLLScorer.from_pretrained", ALIASES)
         _check_given_as(loaded=False, pretrained=pretrained, tokenizer=load_kwargs.get("tokenizer"))
@@ -965,7 +968,7 @@ def _model_device(model: torch.nn.Module) -> torch.device:
 
 
 def score(
-    texts: str | Sequence[str],
+    texts: str | Iterable[str],
     model: str | PLLScorer,
     pll_metric: str | None = None,
     **kwargs: Any,
