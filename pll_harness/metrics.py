@@ -110,7 +110,7 @@ def get_metric(name: str) -> Metric:
         return METRICS[name]
     except (KeyError, TypeError):
         raise ValueError(
-            f"Unknown pll_metric {name!r}{minicons_hint(name)}. Choose one of: "
+            f"Unknown pll_metric {name!r}{minicons_hint(name)}{_device_hint(name)}. Choose one of: "
             f"{', '.join(PLL_METRICS)} (default {DEFAULT_METRIC!r})."
         ) from None
 
@@ -121,6 +121,15 @@ def minicons_hint(name: object) -> str:
     for metric in METRICS.values():
         if metric.minicons is not None and metric.minicons == name != metric.name:
             return f" ({name!r} is minicons' name for {metric.name!r})"
+    return ""
+
+
+def _device_hint(name: object) -> str:
+    """A hint where ``name`` reads as a device: minicons' ``MaskedLMScorer(model, device)``
+    takes the device where ``PLLScorer.from_pretrained`` (and ``PLLScorer``, after the
+    tokenizer) take the metric, so a minicons call carried over lands here."""
+    if isinstance(name, str) and name.partition(":")[0] in ("cpu", "cuda", "mps"):
+        return f" (a device? pll_metric comes first here: pass device={name!r} by name)"
     return ""
 
 

@@ -56,3 +56,13 @@ def test_the_readme_metric_table_and_references_are_the_registry():
     assert len(script["render"]()) == 2 + len(METRICS)
     for metric in METRICS.values():
         assert f"- {metric.citation}\n" in readme
+
+
+@pytest.mark.parametrize("device", ["cpu", "cuda:0"])
+def test_a_device_in_the_metrics_place_says_to_name_it(device):
+    """minicons' MaskedLMScorer(model, device) carried over to from_pretrained(model, ...)."""
+    with pytest.raises(ValueError, match=f"a device\\? .* pass device='{device}' by name"):
+        get_metric(device)
+    with pytest.raises(ValueError) as error:
+        get_metric("l2r")
+    assert "device" not in str(error.value)
