@@ -359,6 +359,8 @@ class PLLScorer:
         """
         check_known(load_kwargs, _loading_arguments(), "PLLScorer.from_pretrained", ALIASES)
         _check_given_as(loaded=False, pretrained=pretrained, tokenizer=load_kwargs.get("tokenizer"))
+        get_metric(pll_metric)  # a bad metric or size stops before a load, not after it
+        check_sizes(max_batch_tokens=max_batch_tokens, batch_size=batch_size, max_length=max_length)
         loaded: LoadedModel = load_masked_lm(pretrained, device=device, **load_kwargs)
         return cls(
             loaded.model,

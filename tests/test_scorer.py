@@ -970,3 +970,15 @@ def test_a_loaded_model_goes_to_the_device_asked_for(tiny_bert_dir, monkeypatch,
     monkeypatch.setattr(scorer_module, "_attends_causally", lambda *args: False)
     assert PLLScorer(model, tokenizer, device="meta").device == torch.device("meta")
     assert {parameter.device.type for parameter in model.parameters()} == {"meta"}
+
+
+@pytest.mark.parametrize("bad", [{"pll_metric": "cuda"}, {"batch_size": 0}])
+def test_from_pretrained_refuses_a_bad_metric_or_size_before_loading(bad, monkeypatch):
+    """A model on the Hub can take minutes to download before the error came."""
+
+    def load(*args, **kwargs):
+        raise AssertionError("loaded before the arguments were checked")
+
+    monkeypatch.setattr(scorer_module, "load_masked_lm", load)
+    with pytest.raises(ValueError, match=r"Unknown pll_metric|is not valid"):
+        PLLScorer.from_pretrained("bert-base-cased", **bad)
