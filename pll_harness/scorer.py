@@ -982,6 +982,7 @@ def score(
     :class:`PLLScorer`, whose metric and settings are fixed: asking it for another metric or
     setting is an error rather than a silently different score.  One string is one text
     (as in minicons), never a sequence of one-character texts (:meth:`PLLScorer.score`).
+    Given a checkpoint, each call loads it anew: for more than one call, pass a scorer.
     """
     check_sizes(**{name: kwargs[name] for name in SIZE_ARGUMENTS if name in kwargs})
     if isinstance(model, PLLScorer):
