@@ -915,7 +915,8 @@ def _attends_causally(
 ) -> bool:
     """Whether the prediction at a masked position ignores the tokens to its right, asked of
     the model itself: two inputs that differ in their last token only (a model that cannot
-    run so short an input is refused here, before any sentence).  No flag tells:
+    run so short an input, or that gives no masked-LM logits, is refused here, before any
+    sentence).  No flag tells:
     BERT's layers read ``is_decoder`` when built, RoFormer, BigBird, RemBERT and
     MegatronBERT at run time, XLM reads ``causal``, and DeBERTa-v2, ALBERT and DistilBERT
     ignore ``is_decoder``.  ``device`` is where the scorer feeds its batches."""
@@ -927,7 +928,7 @@ def _attends_causally(
         for last in (first, second)
     ]
     try:
-        logits = model(input_ids=torch.tensor(rows, device=device)).logits
+        output = model(input_ids=torch.tensor(rows, device=device))
     except RuntimeError as error:
         raise ValueError(
             f"This {type(model).__name__} fails on a {len(rows[0])}-token input ({error}). "
@@ -935,8 +936,26 @@ def _attends_causally(
             "inputs of one fixed length (Nystromformer's are padded to "
             "config.segment_means_seq_len) cannot be scored by it."
         ) from error
+    logits = _masked_lm_logits(model, output)
     masked = len(specials.prefix)
     return torch.equal(logits[0, masked], logits[1, masked])
+
+
+def _masked_lm_logits(model: torch.nn.Module, output: Any) -> torch.Tensor:
+    """``output``'s logits, which a masked LM gives over its whole vocabulary (or more:
+    only a narrower output is refused, so that no head padded past it is).  A model
+    loaded without that head (``AutoModel``, a classifier, ``BertForPreTraining``, whose
+    output names them otherwise) failed with a bare AttributeError or IndexError;
+    ``from_pretrained`` loads the right class itself."""
+    logits = getattr(output, "logits", None)
+    if logits is None or logits.shape[-1] < _vocab_size(model):
+        raise ValueError(
+            f"This {type(model).__name__} gives no masked-LM logits over its "
+            f"{_vocab_size(model)}-token vocabulary: load the checkpoint with "
+            "AutoModelForMaskedLM (AutoModel gives no head, ...ForSequenceClassification "
+            "a classifier's), or let PLLScorer.from_pretrained load it."
+        )
+    return logits
 
 
 def _vocab_size(model: torch.nn.Module) -> int:

@@ -982,3 +982,15 @@ def test_from_pretrained_refuses_a_bad_metric_or_size_before_loading(bad, monkey
     monkeypatch.setattr(scorer_module, "load_masked_lm", load)
     with pytest.raises(ValueError, match=r"Unknown pll_metric|is not valid"):
         PLLScorer.from_pretrained("bert-base-cased", **bad)
+
+
+@pytest.mark.parametrize("kind", ["AutoModel", "AutoModelForSequenceClassification"])
+def test_a_loaded_model_without_a_masked_lm_head_is_refused(tiny_bert_dir, kind):
+    """AutoModel is the newcomer's first guess; it failed with a bare AttributeError ('no
+    attribute logits'), a classifier with an IndexError."""
+    import transformers
+
+    model = getattr(transformers, kind).from_pretrained(tiny_bert_dir)
+    tokenizer = transformers.AutoTokenizer.from_pretrained(tiny_bert_dir)
+    with pytest.raises(ValueError, match=r"gives no masked-LM logits.*AutoModelForMaskedLM"):
+        PLLScorer(model, tokenizer, device="cpu").score(["The cat sat."])
