@@ -153,6 +153,6 @@ class BusyCPUWatch:
         if others > len(self._cores) - self._threads + 0.5:
             _warn(
                 f"other work took {others:.1f} of the {len(self._cores)} cores while this "
-                "process scored",
+                "process scored: other processes, or this virtual machine's host",
                 self._threads,
             )
