@@ -150,7 +150,8 @@ class BusyCPUWatch:
             return
         others = self._others / self._wall
         self._wall = self._others = 0.0
-        if others > len(self._cores) - self._threads + 0.5:
+        free = len(self._cores) - min(self._threads, len(self._cores))  # never below none
+        if others > free + 0.5:
             _warn(
                 f"other work took {others:.1f} of the {len(self._cores)} cores while this "
                 "process scored: other processes, or this virtual machine's host",

@@ -161,3 +161,25 @@ def test_scoring_on_the_cpu_is_watched(two_spinning_threads, monkeypatch, caplog
     with caplog.at_level(logging.WARNING):
         scorer.score(["The cat sat on the mat.", "The keys to the cabinet are on the table."])
     assert caplog.text.count("other work took 1.0 of the 2 cores while this process") == 1
+
+
+def test_more_threads_than_cores_is_not_other_work(two_spinning_threads, monkeypatch, caplog):
+    """torch.set_num_threads(4) (or OMP_NUM_THREADS=4) on a process that may use 2 cores:
+    its own threads fill the cores and nothing else runs, yet the threshold (cores - threads
+    + 0.5) went below zero, so any run of 10 s warned that "other work took 0.0 of the 2
+    cores"."""
+    monkeypatch.setattr(busy_cpu.torch, "get_num_threads", lambda: 4)
+    machine = FakeMachine(monkeypatch)
+    watch = busy_cpu.BusyCPUWatch(every_s=10.0)
+    with caplog.at_level(logging.WARNING):
+        watch.resume()
+        for _ in range(30):
+            machine.run(1.0, ours=2.0, others=0.0)
+            watch.check()
+    assert "CPU is busy" not in caplog.text
+    with caplog.at_level(logging.WARNING):
+        watch.resume()
+        for _ in range(30):
+            machine.run(1.0, ours=1.0, others=1.0)
+            watch.check()
+    assert caplog.text.count("other work took 1.0 of the 2 cores") == 1
