@@ -66,11 +66,14 @@ def _warn(what: str, threads: int) -> None:
 
 def warn_if_cpu_is_busy() -> None:
     """Once per process: say what to do when the load average, as a model loads, is above
-    the cores this process may use."""
+    the machine's cores.  The load average counts the whole machine (a container's or a
+    SLURM job's host), not the cores this process may use: held against those alone, a job
+    given a few cores of a loaded node was warned whatever ran on its own cores, which
+    :class:`BusyCPUWatch` sees as it scores."""
     threads = _spinning_threads()
     if _warned or threads is None or not hasattr(os, "getloadavg"):
         return
-    cores = len(_cores())
+    cores = os.cpu_count() or len(_cores())
     load = os.getloadavg()[0]
     if load > cores:
         _warn(f"load average {load:.1f} on {cores} cores", threads)

@@ -20,6 +20,7 @@ def two_spinning_threads(monkeypatch):
     monkeypatch.setattr(busy_cpu, "_warned", False)
     monkeypatch.setattr(busy_cpu.torch, "get_num_threads", lambda: 2)
     monkeypatch.setattr(busy_cpu.os, "sched_getaffinity", lambda pid: {0, 1}, raising=False)
+    monkeypatch.setattr(busy_cpu.os, "cpu_count", lambda: 2)
     monkeypatch.delenv("OMP_WAIT_POLICY", raising=False)
 
 
@@ -183,3 +184,21 @@ def test_more_threads_than_cores_is_not_other_work(two_spinning_threads, monkeyp
             machine.run(1.0, ours=1.0, others=1.0)
             watch.check()
     assert caplog.text.count("other work took 1.0 of the 2 cores") == 1
+
+
+def test_the_load_average_of_a_larger_machine_is_not_held_against_a_few_cores(
+    two_spinning_threads, monkeypatch, caplog
+):
+    """The load average counts every core of the machine (a container or a SLURM job sees
+    its host's): a job given cores 0 and 1 of a 64-core node that other jobs load to 30
+    was told its CPU was busy ("load average 30.0 on 2 cores") as every model loaded,
+    though nothing may run on its two cores; the watch sees those while it scores."""
+    monkeypatch.setattr(busy_cpu.os, "cpu_count", lambda: 64)
+    monkeypatch.setattr(busy_cpu.os, "getloadavg", lambda: (30.0, 30.0, 30.0))
+    with caplog.at_level(logging.WARNING):
+        busy_cpu.warn_if_cpu_is_busy()
+    assert "CPU is busy" not in caplog.text
+    monkeypatch.setattr(busy_cpu.os, "getloadavg", lambda: (70.0, 70.0, 70.0))
+    with caplog.at_level(logging.WARNING):
+        busy_cpu.warn_if_cpu_is_busy()
+    assert "CPU is busy (load average 70.0 on 64 cores)" in caplog.text
