@@ -551,3 +551,23 @@ def test_a_file_system_without_locks_leaves_no_empty_output_behind(tmp_path, mon
     with pytest.raises(ValueError, match="another writer"):
         record_file.start()
     assert path.exists()
+
+
+def test_a_file_that_got_records_before_the_lock_failed_is_kept(tmp_path, monkeypatch):
+    """ENOLCK can come late (a network mount's lock daemon that does not answer), and
+    another writer, on a client whose locks work, may have opened the file just created
+    and written its records meanwhile: a file with content is never removed."""
+    import errno
+    import fcntl
+
+    path = tmp_path / "out.csv"
+
+    def another_writer_then_no_lock(*_args):
+        path.write_text("id,text\n1,theirs\n")
+        raise OSError(errno.ENOLCK, "No locks available")
+
+    record_file = RecordFile(path, "csv", COLUMNS, ("id",))
+    monkeypatch.setattr(fcntl, "flock", another_writer_then_no_lock)
+    with pytest.raises(ValueError, match="cannot be locked"):
+        record_file.start()
+    assert path.read_text() == "id,text\n1,theirs\n"

@@ -164,9 +164,10 @@ class RecordFile:
             try:
                 lock(self.handle, self.path, "another `pll-harness` command with the same output")
             except BaseException as error:
+                empty = os.fstat(self.handle.fileno()).st_size == 0
                 self.close()
                 self.handle = None
-                if isinstance(error, LocksUnavailable):  # ours alone, and still empty
+                if isinstance(error, LocksUnavailable) and empty:  # ours alone, and empty
                     self.path.unlink(missing_ok=True)
                 raise
             self._created = True
