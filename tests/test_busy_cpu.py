@@ -202,3 +202,26 @@ def test_the_load_average_of_a_larger_machine_is_not_held_against_a_few_cores(
     with caplog.at_level(logging.WARNING):
         busy_cpu.warn_if_cpu_is_busy()
     assert "CPU is busy (load average 70.0 on 64 cores)" in caplog.text
+
+
+def test_a_main_thread_bound_to_one_core_is_not_warned_about_its_own_work(
+    two_spinning_threads, monkeypatch, caplog
+):
+    """OMP_PROC_BIND=true (or OMP_PLACES) binds the main thread to the first place as
+    OpenMP starts, so the affinity read is one core while torch runs 2 threads: the main
+    thread tokenizing alone on its core, torch idle, on an idle machine, was told "other
+    work took -0.0 of the 1 cores"."""
+    monkeypatch.setattr(busy_cpu.os, "sched_getaffinity", lambda pid: {0}, raising=False)
+    clock = {"now": 100.0, "core0": 0, "own": 0.0}
+    monkeypatch.setattr(busy_cpu, "monotonic", lambda: clock["now"])
+    monkeypatch.setattr(busy_cpu, "_own_seconds", lambda: clock["own"])
+    monkeypatch.setattr(busy_cpu, "_read_proc_stat", lambda: proc_stat({0: clock["core0"], 1: 0}))
+    watch = busy_cpu.BusyCPUWatch(every_s=10.0)
+    with caplog.at_level(logging.WARNING):
+        watch.resume()
+        for _ in range(30):  # the main thread works on core 0, nothing else runs
+            clock["now"] += 1.0
+            clock["own"] += 1.0
+            clock["core0"] += TICKS
+            watch.check()
+    assert "CPU is busy" not in caplog.text
