@@ -135,8 +135,8 @@ def test_the_watch_leaves_threads_that_do_not_spin_alone(two_spinning_threads, m
     monkeypatch.setattr(busy_cpu.torch, "get_num_threads", lambda: 1)
     with caplog.at_level(logging.WARNING):
         watch.resume()
-        for _ in range(30):
-            machine.run(1.0, ours=1.0, others=1.0)
+        for _ in range(30):  # more than the core one thread leaves free, plus half a core
+            machine.run(1.0, ours=0.2, others=1.8)
             watch.check()
     monkeypatch.setattr(busy_cpu.torch, "get_num_threads", lambda: 2)
     monkeypatch.setenv("OMP_WAIT_POLICY", "PASSIVE")
