@@ -45,6 +45,12 @@ def _spinning_threads() -> int | None:
     return threads
 
 
+def _ranks_here() -> int:
+    """How many processes of one launch run on this machine (set by torchrun and
+    accelerate; 1 when none launched this one)."""
+    return int(os.environ.get("LOCAL_WORLD_SIZE", "1"))
+
+
 def _cores() -> set[int]:
     """The cores this process may run on."""
     if hasattr(os, "sched_getaffinity"):
@@ -133,8 +139,12 @@ class BusyCPUWatch:
         return _Sample(monotonic(), busy_seconds(stat, self._cores), _own_seconds())
 
     def resume(self) -> None:
-        """Scoring starts (again) here, with torch's thread count as it is now."""
-        self._threads = _spinning_threads()
+        """Scoring starts (again) here, with torch's thread count as it is now.  Not with
+        several processes on this machine (``torchrun``, ``accelerate launch``): they share
+        its cores by design, each rank's threads would be the others' "other work", and
+        README's advice for them (``OMP_NUM_THREADS`` = cores / processes) is already the
+        remedy."""
+        self._threads = None if _ranks_here() > 1 else _spinning_threads()
         self._last = None if self._threads is None or _warned else self._sample()
 
     def check(self) -> None:

@@ -22,6 +22,7 @@ def two_spinning_threads(monkeypatch):
     monkeypatch.setattr(busy_cpu.os, "sched_getaffinity", lambda pid: {0, 1}, raising=False)
     monkeypatch.setattr(busy_cpu.os, "cpu_count", lambda: 2)
     monkeypatch.delenv("OMP_WAIT_POLICY", raising=False)
+    monkeypatch.delenv("LOCAL_WORLD_SIZE", raising=False)  # one process, not a launch's rank
 
 
 def test_a_busy_cpu_gets_advice_once(two_spinning_threads, monkeypatch, caplog):
@@ -225,3 +226,28 @@ def test_a_main_thread_bound_to_one_core_is_not_warned_about_its_own_work(
             clock["core0"] += TICKS
             watch.check()
     assert "CPU is busy" not in caplog.text
+
+
+def test_the_ranks_of_one_launch_are_not_each_others_other_work(
+    two_spinning_threads, monkeypatch, caplog
+):
+    """Under torchrun or accelerate with several processes on one machine, every rank's
+    threads are the others' "other work": with OMP_NUM_THREADS = cores / processes, as
+    README advises, the margin above the cores left free was half a core whatever the
+    machine, and any noise warned each rank."""
+    machine = FakeMachine(monkeypatch)
+    monkeypatch.setenv("LOCAL_WORLD_SIZE", "2")
+    watch = busy_cpu.BusyCPUWatch(every_s=10.0)
+    with caplog.at_level(logging.WARNING):
+        watch.resume()
+        for _ in range(30):
+            machine.run(1.0, ours=2.0, others=2.0)
+            watch.check()
+    assert "CPU is busy" not in caplog.text
+    monkeypatch.setenv("LOCAL_WORLD_SIZE", "1")
+    with caplog.at_level(logging.WARNING):
+        watch.resume()
+        for _ in range(30):
+            machine.run(1.0, ours=2.0, others=2.0)
+            watch.check()
+    assert "other work took 2.0 of the 2 cores" in caplog.text
