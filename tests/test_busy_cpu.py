@@ -86,6 +86,15 @@ class FakeMachine:
         self.own += ours * seconds
         self.busy_ticks += round((ours + others) * seconds * TICKS)
 
+    def score(
+        self, watch: busy_cpu.BusyCPUWatch, ours: float, others: float, steps: int = 30
+    ) -> None:
+        """One run of ``steps`` batches of a second each, watched as the runner watches."""
+        watch.resume()
+        for _ in range(steps):
+            self.run(1.0, ours=ours, others=others)
+            watch.check()
+
 
 @pytest.mark.parametrize(
     ("others", "warned"),
@@ -135,17 +144,13 @@ def test_the_watch_leaves_threads_that_do_not_spin_alone(two_spinning_threads, m
     watch.check()
     monkeypatch.setattr(busy_cpu.torch, "get_num_threads", lambda: 1)
     with caplog.at_level(logging.WARNING):
-        watch.resume()
-        for _ in range(30):  # more than the core one thread leaves free, plus half a core
-            machine.run(1.0, ours=0.2, others=1.8)
-            watch.check()
+        machine.score(
+            watch, ours=0.2, others=1.8
+        )  # more than the core one thread leaves free, plus half a core
     monkeypatch.setattr(busy_cpu.torch, "get_num_threads", lambda: 2)
     monkeypatch.setenv("OMP_WAIT_POLICY", "PASSIVE")
     with caplog.at_level(logging.WARNING):
-        watch.resume()
-        for _ in range(30):
-            machine.run(1.0, ours=1.0, others=1.0)
-            watch.check()
+        machine.score(watch, ours=1.0, others=1.0)
     assert "CPU is busy" not in caplog.text
 
 
@@ -174,16 +179,10 @@ def test_more_threads_than_cores_is_not_other_work(two_spinning_threads, monkeyp
     machine = FakeMachine(monkeypatch)
     watch = busy_cpu.BusyCPUWatch(every_s=10.0)
     with caplog.at_level(logging.WARNING):
-        watch.resume()
-        for _ in range(30):
-            machine.run(1.0, ours=2.0, others=0.0)
-            watch.check()
+        machine.score(watch, ours=2.0, others=0.0)
     assert "CPU is busy" not in caplog.text
     with caplog.at_level(logging.WARNING):
-        watch.resume()
-        for _ in range(30):
-            machine.run(1.0, ours=1.0, others=1.0)
-            watch.check()
+        machine.score(watch, ours=1.0, others=1.0)
     assert caplog.text.count("other work took 1.0 of the 2 cores") == 1
 
 
@@ -239,15 +238,9 @@ def test_the_ranks_of_one_launch_are_not_each_others_other_work(
     monkeypatch.setenv("LOCAL_WORLD_SIZE", "2")
     watch = busy_cpu.BusyCPUWatch(every_s=10.0)
     with caplog.at_level(logging.WARNING):
-        watch.resume()
-        for _ in range(30):
-            machine.run(1.0, ours=2.0, others=2.0)
-            watch.check()
+        machine.score(watch, ours=2.0, others=2.0)
     assert "CPU is busy" not in caplog.text
     monkeypatch.setenv("LOCAL_WORLD_SIZE", "1")
     with caplog.at_level(logging.WARNING):
-        watch.resume()
-        for _ in range(30):
-            machine.run(1.0, ours=2.0, others=2.0)
-            watch.check()
+        machine.score(watch, ours=2.0, others=2.0)
     assert "other work took 2.0 of the 2 cores" in caplog.text
